@@ -1,0 +1,28 @@
+-- cancel.lua: the requester withdraws, pending -> canceled (repeat cancels answer canceled).
+-- KEYS[1] record hash (also the shard channel)   KEYS[2] audit list
+-- ARGV[1] tenant   ARGV[2] actor
+-- Returns {"ok", "canceled"} or {"err", code}: not_found (absent or other tenant), expired,
+-- already_decided.
+-- Clock: Redis TIME. Publishes "canceled" on KEYS[1] (SPUBLISH) when it changes.
+local f = redis.call('HMGET', KEYS[1], 'status', 'expires_ms', 'tenant')
+if not f[1] or f[3] ~= ARGV[1] then
+  return {'err', 'not_found'}
+end
+local st = f[1]
+if st == 'canceled' then
+  return {'ok', 'canceled'}
+end
+if st ~= 'pending' then
+  return {'err', 'already_decided'}
+end
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+if now >= tonumber(f[2]) then
+  return {'err', 'expired'}
+end
+local nows = string.format('%.0f', now)
+redis.call('HSET', KEYS[1], 'status', 'canceled', 'canceled_ms', nows)
+redis.call('RPUSH', KEYS[2], '{"type":"canceled","at":' .. nows .. ',"actor":' ..
+  cjson.encode(ARGV[2]) .. '}')
+redis.call('SPUBLISH', KEYS[1], 'canceled')
+return {'ok', 'canceled'}

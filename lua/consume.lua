@@ -1,0 +1,32 @@
+-- consume.lua: read the outcome, submitted|declined -> consumed (repeat reads allowed).
+-- KEYS[1] record hash (also the shard channel)   KEYS[2] audit list
+-- ARGV[1] tenant   ARGV[2] actor
+-- Returns {"ok", outcome JSON, decided_ms, spec JSON} or {"err", code}: not_found, not_decided,
+-- canceled, expired. Every successful call appends a "fetched" audit event.
+-- Clock: Redis TIME. Publishes "consumed" on KEYS[1] (SPUBLISH) on the first read.
+local f = redis.call('HMGET', KEYS[1], 'status', 'expires_ms', 'tenant', 'outcome',
+  'decided_ms', 'spec')
+if not f[1] or f[3] ~= ARGV[1] then
+  return {'err', 'not_found'}
+end
+local st = f[1]
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+if st == 'canceled' then
+  return {'err', 'canceled'}
+end
+if st == 'pending' then
+  if now >= tonumber(f[2]) then
+    return {'err', 'expired'}
+  end
+  return {'err', 'not_decided'}
+end
+local nows = string.format('%.0f', now)
+if st ~= 'consumed' then
+  redis.call('HSET', KEYS[1], 'status', 'consumed')
+  redis.call('SPUBLISH', KEYS[1], 'consumed')
+end
+redis.call('HINCRBY', KEYS[1], 'fetches', 1)
+redis.call('RPUSH', KEYS[2], '{"type":"fetched","at":' .. nows .. ',"actor":' ..
+  cjson.encode(ARGV[2]) .. '}')
+return {'ok', f[4], f[5], f[6]}

@@ -1,0 +1,12 @@
+-- view.lua: append a "viewed" audit event when a reviewer opens the page. No state change.
+-- KEYS[1] record hash   KEYS[2] audit list
+-- ARGV[1] review token hash   ARGV[2] actor
+-- Returns {"ok"} or {"err", "not_found"}. Clock: Redis TIME. Publishes nothing.
+if redis.call('HGET', KEYS[1], 'token_hash') ~= ARGV[1] then
+  return {'err', 'not_found'}
+end
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+redis.call('RPUSH', KEYS[2], '{"type":"viewed","at":' .. string.format('%.0f', now) ..
+  ',"actor":' .. cjson.encode(ARGV[2]) .. '}')
+return {'ok'}

@@ -1,0 +1,275 @@
+//! Runtime configuration: one `Config`, read from flags and `ELICITD_*` variables (SPEC §7) and
+//! validated before anything binds. Tests build it directly with [`Config::for_tests`]-style
+//! literals, never from the process environment.
+
+use std::{collections::HashMap, net::SocketAddr, time::Duration};
+
+use clap::{Parser, ValueEnum};
+
+use crate::model::Tenant;
+
+/// Log output format.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum LogFormat {
+    Text,
+    Json,
+}
+
+/// Command line and environment of the `elicitd` binary.
+#[derive(Debug, Clone, Parser)]
+#[command(
+    name = "elicitd",
+    version,
+    about = "Human decisions for AI agents, over MCP and REST"
+)]
+pub struct Cli {
+    /// Address to bind.
+    #[arg(long, env = "ELICITD_LISTEN", default_value = "127.0.0.1:8080")]
+    pub listen: SocketAddr,
+    /// `redis://…` or `rediss://…`; unset runs on the in-memory store (one process only).
+    #[arg(long, env = "ELICITD_REDIS_URL", hide_env_values = true)]
+    pub redis_url: Option<String>,
+    /// Base of `reviewUrl` (scheme://host[:port][/path]); default `http://<listen>`.
+    #[arg(long, env = "ELICITD_PUBLIC_URL")]
+    pub public_url: Option<String>,
+    /// Comma-separated `tenant:key` pairs; unset makes one random key and prints it once.
+    #[arg(long, env = "ELICITD_API_KEYS", hide_env_values = true)]
+    pub api_keys: Option<String>,
+    /// Redis key prefix (lets several deployments share one Redis).
+    #[arg(long, env = "ELICITD_KEY_PREFIX", default_value = "elicitd")]
+    pub key_prefix: String,
+    /// Default `await` window in seconds when the caller gives no `waitSeconds` (1–60).
+    #[arg(long, env = "ELICITD_AWAIT_WINDOW_SECS", default_value_t = 25)]
+    pub await_window_secs: u64,
+    /// How long records outlive their deadline, in seconds (min 60).
+    #[arg(long, env = "ELICITD_RETENTION_SECS", default_value_t = 604_800)]
+    pub retention_secs: u64,
+    /// Key for CSRF tokens and review-token derivation, shared by all replicas (≥ 32 chars).
+    /// Unset: random at start (single replica only).
+    #[arg(long, env = "ELICITD_SECRET", hide_env_values = true)]
+    pub secret: Option<String>,
+    /// `text` or `json`.
+    #[arg(long, env = "ELICITD_LOG_FORMAT", value_enum, default_value = "text")]
+    pub log_format: LogFormat,
+    /// Largest `expiresInSeconds` a request may ask for (10–2592000).
+    #[arg(long, env = "ELICITD_MAX_EXPIRES_SECS", default_value_t = 86_400)]
+    pub max_expires_secs: u64,
+    /// Cap on concurrently parked `await` calls on this replica; past it `rate_limited` (429).
+    #[arg(long, env = "ELICITD_MAX_PARKED_AWAITS", default_value_t = 10_000)]
+    pub max_parked_awaits: usize,
+    /// Largest request body in bytes; larger bodies get `payload_too_large` (413).
+    #[arg(long, env = "ELICITD_MAX_BODY_BYTES", default_value_t = 1_048_576)]
+    pub max_body_bytes: usize,
+    /// Number of multiplexed Redis command connections (1–64).
+    #[arg(long, env = "ELICITD_REDIS_POOL_SIZE", default_value_t = 4)]
+    pub redis_pool_size: usize,
+}
+
+/// Validated configuration used by the whole process.
+#[derive(Debug, Clone)]
+pub struct Config {
+    pub listen: SocketAddr,
+    pub redis_url: Option<String>,
+    /// Without a trailing slash.
+    pub public_url: String,
+    /// key → tenant.
+    pub api_keys: HashMap<String, Tenant>,
+    pub key_prefix: String,
+    pub await_window: Duration,
+    pub retention: Duration,
+    pub secret: Vec<u8>,
+    pub log_format: LogFormat,
+    pub max_expires_secs: u64,
+    pub max_parked_awaits: usize,
+    pub max_body_bytes: usize,
+    pub redis_pool_size: usize,
+    /// Set when the key was generated at start (printed once by `main`).
+    pub generated_key: Option<String>,
+    /// Smallest `expiresInSeconds` accepted (SPEC: 10). Not a flag: tests lower it to exercise
+    /// deadlines without waiting ten seconds.
+    pub min_expires_secs: u64,
+}
+
+/// Why a configuration was refused.
+#[derive(Debug, thiserror::Error)]
+#[error("invalid configuration: {0}")]
+pub struct ConfigError(pub String);
+
+fn bad(msg: impl Into<String>) -> ConfigError {
+    ConfigError(msg.into())
+}
+
+impl Config {
+    /// Validate the command line into a `Config`.
+    pub fn from_cli(cli: Cli) -> Result<Self, ConfigError> {
+        let public_url = match cli.public_url {
+            Some(u) => u,
+            None => format!("http://{}", cli.listen),
+        };
+        let public_url = public_url.trim_end_matches('/').to_string();
+        if !(public_url.starts_with("http://") || public_url.starts_with("https://"))
+            || public_url.len() <= "https://".len()
+        {
+            return Err(bad("ELICITD_PUBLIC_URL must be an http:// or https:// URL"));
+        }
+        let (api_keys, generated_key) = match cli.api_keys.as_deref().map(str::trim) {
+            Some(list) if !list.is_empty() => (parse_api_keys(list)?, None),
+            _ => {
+                let key = format!("ek_{}", crate::token::random_b64(32));
+                let mut m = HashMap::new();
+                m.insert(key.clone(), Tenant::new("default").map_err(bad)?);
+                (m, Some(key))
+            }
+        };
+        if cli.key_prefix.is_empty()
+            || cli.key_prefix.len() > 64
+            || !cli
+                .key_prefix
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || "-_.:".contains(c))
+        {
+            return Err(bad(
+                "ELICITD_KEY_PREFIX must be 1–64 chars of [A-Za-z0-9-_.:]",
+            ));
+        }
+        if !(1..=60).contains(&cli.await_window_secs) {
+            return Err(bad("ELICITD_AWAIT_WINDOW_SECS must be 1–60"));
+        }
+        if cli.retention_secs < 60 {
+            return Err(bad("ELICITD_RETENTION_SECS must be at least 60"));
+        }
+        if !(10..=2_592_000).contains(&cli.max_expires_secs) {
+            return Err(bad("ELICITD_MAX_EXPIRES_SECS must be 10–2592000"));
+        }
+        if cli.max_parked_awaits == 0 {
+            return Err(bad("ELICITD_MAX_PARKED_AWAITS must be at least 1"));
+        }
+        if cli.max_body_bytes < 80 * 1024 {
+            return Err(bad(
+                "ELICITD_MAX_BODY_BYTES must be at least 81920 (a 64 KiB context must fit)",
+            ));
+        }
+        if !(1..=64).contains(&cli.redis_pool_size) {
+            return Err(bad("ELICITD_REDIS_POOL_SIZE must be 1–64"));
+        }
+        if let Some(url) = &cli.redis_url {
+            if !(url.starts_with("redis://")
+                || url.starts_with("rediss://")
+                || url.starts_with("redis-cluster://")
+                || url.starts_with("redis-sentinel://"))
+            {
+                return Err(bad(
+                    "ELICITD_REDIS_URL must start with redis:// or rediss://",
+                ));
+            }
+        }
+        let secret = match cli.secret {
+            Some(s) if s.len() >= 32 => s.into_bytes(),
+            Some(_) => return Err(bad("ELICITD_SECRET must be at least 32 characters")),
+            None => crate::token::random_bytes(32),
+        };
+        Ok(Config {
+            listen: cli.listen,
+            redis_url: cli.redis_url,
+            public_url,
+            api_keys,
+            key_prefix: cli.key_prefix,
+            await_window: Duration::from_secs(cli.await_window_secs),
+            retention: Duration::from_secs(cli.retention_secs),
+            secret,
+            log_format: cli.log_format,
+            max_expires_secs: cli.max_expires_secs,
+            max_parked_awaits: cli.max_parked_awaits,
+            max_body_bytes: cli.max_body_bytes,
+            redis_pool_size: cli.redis_pool_size,
+            generated_key,
+            min_expires_secs: crate::model::request::MIN_EXPIRES_SECS,
+        })
+    }
+
+    /// A config with defaults, for tests and embedding: no Redis, the given keys.
+    pub fn with_keys(keys: &[(&str, &str)]) -> Self {
+        let mut cli = Cli::parse_from(["elicitd"]);
+        cli.api_keys = Some(
+            keys.iter()
+                .map(|(t, k)| format!("{t}:{k}"))
+                .collect::<Vec<_>>()
+                .join(","),
+        );
+        cli.secret = Some("test-secret-test-secret-test-secret!".into());
+        // Defaults are valid by construction (covered by a unit test).
+        Config::from_cli(cli).expect("default config is valid")
+    }
+}
+
+fn parse_api_keys(list: &str) -> Result<HashMap<String, Tenant>, ConfigError> {
+    let mut out = HashMap::new();
+    for pair in list.split(',').map(str::trim).filter(|p| !p.is_empty()) {
+        let (tenant, key) = pair
+            .split_once(':')
+            .ok_or_else(|| bad("ELICITD_API_KEYS entries must be tenant:key"))?;
+        let tenant = Tenant::new(tenant.trim()).map_err(bad)?;
+        let key = key.trim();
+        if key.len() < 16 {
+            return Err(bad(format!(
+                "API key for tenant {tenant} is shorter than 16 characters"
+            )));
+        }
+        if out.insert(key.to_string(), tenant).is_some() {
+            return Err(bad("ELICITD_API_KEYS lists the same key twice"));
+        }
+    }
+    if out.is_empty() {
+        return Err(bad("ELICITD_API_KEYS has no entries"));
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cli(args: &[&str]) -> Cli {
+        let mut v = vec!["elicitd"];
+        v.extend_from_slice(args);
+        Cli::try_parse_from(v).unwrap()
+    }
+
+    #[test]
+    fn defaults_generate_a_key_and_public_url() {
+        let c = Config::from_cli(cli(&[])).unwrap();
+        assert_eq!(c.public_url, "http://127.0.0.1:8080");
+        let key = c.generated_key.clone().unwrap();
+        assert!(key.len() > 40);
+        assert_eq!(c.api_keys.get(&key).unwrap().as_str(), "default");
+        assert_eq!(c.await_window, Duration::from_secs(25));
+    }
+
+    #[test]
+    fn parses_keys_and_rejects_bad_values() {
+        let c = Config::from_cli(cli(&[
+            "--api-keys",
+            "acme:0123456789abcdef, beta:fedcba9876543210",
+        ]))
+        .unwrap();
+        assert_eq!(c.api_keys.len(), 2);
+        assert!(c.generated_key.is_none());
+        for args in [
+            &["--api-keys", "nokey"][..],
+            &["--api-keys", "a:short"],
+            &["--await-window-secs", "0"],
+            &["--secret", "short"],
+            &["--redis-url", "http://x"],
+            &["--public-url", "ftp://x"],
+            &["--key-prefix", "has space"],
+        ] {
+            assert!(Config::from_cli(cli(args)).is_err(), "{args:?} accepted");
+        }
+    }
+
+    #[test]
+    fn with_keys_is_valid() {
+        let c = Config::with_keys(&[("t", "0123456789abcdef0")]);
+        assert_eq!(c.api_keys.len(), 1);
+    }
+}

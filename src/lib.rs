@@ -1,0 +1,24 @@
+//! elicitd: AI agents ask humans for decisions (approve, fill a form, pick options, accept or
+//! edit a proposal) and keep working while they wait.
+//!
+//! # Layout
+//! - [`config`]: flags and `ELICITD_*` variables, validated before binding.
+//! - [`model`]: ids, kinds, statuses, request and decision validation (`model::schema` holds the
+//!   MCP `requestedSchema` subset).
+//! - [`store`]: the storage contract, the Redis store (Lua scripts in `lua/`) and the memory store.
+//! - [`wake`]: the per-replica waiter hub that wakes parked `await` calls.
+//! - [`service`]: the business layer all surfaces call.
+//! - [`api`]: the REST adapter and probes.
+//! - [`telemetry`]: logging set-up.
+//! - [`server`]: wiring and graceful shutdown.
+
+pub mod api;
+pub mod config;
+pub mod error;
+pub mod model;
+pub mod server;
+pub mod service;
+pub mod store;
+pub mod telemetry;
+pub mod token;
+pub mod wake;

@@ -1,0 +1,448 @@
+//! Test harness: real `redis-server` processes on free ports, in-process replicas on port 0
+//! (each with its own Redis clients and waiter hub, exactly like separate processes), the real
+//! binary when a test needs signals, and a small HTTP client.
+
+use std::{
+    net::TcpListener as StdListener,
+    path::PathBuf,
+    process::{Child, Command, Stdio},
+    time::{Duration, Instant},
+};
+
+use elicitd::{config::Config, server, service::Service};
+use serde_json::{json, Value};
+use tokio::{sync::oneshot, task::JoinHandle};
+
+pub const ACME_KEY: &str = "acme-key-0123456789abcdef";
+pub const BETA_KEY: &str = "beta-key-0123456789abcdef";
+
+/// Find `redis-server` on `path` (a `PATH`-style list), or explain how to get it.
+pub fn find_redis_server(path: &str) -> Result<PathBuf, String> {
+    std::env::split_paths(path)
+        .map(|d| d.join("redis-server"))
+        .find(|p| p.is_file())
+        .ok_or_else(|| {
+            "redis-server not found on PATH: these tests start their own Redis. Install it \
+             (Debian: apt-get install redis-server) or run .ci/run, which does."
+                .to_string()
+        })
+}
+
+/// A free TCP port on 127.0.0.1.
+pub fn free_port() -> u16 {
+    StdListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .expect("a free port")
+}
+
+/// A `redis-server` owned by one test; killed on drop.
+pub struct RedisServer {
+    pub port: u16,
+    dir: tempfile::TempDir,
+    child: Option<Child>,
+    aof: bool,
+}
+
+impl RedisServer {
+    /// Start on a free port without persistence.
+    pub fn start() -> Self {
+        Self::start_with(false)
+    }
+
+    /// Start with AOF (`appendfsync always`) so a SIGKILL + restart keeps every write.
+    pub fn start_with(aof: bool) -> Self {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let mut s = RedisServer {
+            port: free_port(),
+            dir,
+            child: None,
+            aof,
+        };
+        s.spawn();
+        s
+    }
+
+    fn spawn(&mut self) {
+        let bin = find_redis_server(&std::env::var("PATH").unwrap_or_default())
+            .unwrap_or_else(|e| panic!("{e}"));
+        let mut cmd = Command::new(bin);
+        cmd.arg("--port")
+            .arg(self.port.to_string())
+            .args(["--bind", "127.0.0.1", "--save", "", "--daemonize", "no"])
+            .arg("--dir")
+            .arg(self.dir.path())
+            .args(["--appendonly", if self.aof { "yes" } else { "no" }])
+            .args(["--appendfsync", "always"])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null());
+        self.child = Some(cmd.spawn().expect("spawn redis-server"));
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while self.cli(&["PING"]).as_deref() != Some("PONG") {
+            assert!(
+                Instant::now() < deadline,
+                "redis-server did not start on {}",
+                self.port
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    pub fn url(&self) -> String {
+        format!("redis://127.0.0.1:{}", self.port)
+    }
+
+    /// Run one command with `redis-cli`; `None` if it failed to connect.
+    pub fn cli(&self, args: &[&str]) -> Option<String> {
+        let out = Command::new("redis-cli")
+            .args(["-p", &self.port.to_string(), "--no-raw"])
+            .args(args)
+            .output()
+            .ok()?;
+        let s = String::from_utf8_lossy(&out.stdout).trim().to_string();
+        if !out.status.success() || s.starts_with("Could not connect") {
+            return None;
+        }
+        let s = s.strip_prefix("(integer) ").unwrap_or(&s);
+        Some(s.trim_matches('"').to_string())
+    }
+
+    /// SIGKILL the server (no shutdown save).
+    pub fn kill(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+
+    /// Start again on the same port and directory (AOF reloads the data).
+    pub fn restart(&mut self) {
+        self.kill();
+        self.spawn();
+    }
+}
+
+impl Drop for RedisServer {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+/// Which store an app runs on.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum StoreKind {
+    Memory,
+    Redis,
+}
+
+/// A test configuration: two tenants, fast deadlines allowed.
+pub fn test_config(redis_url: Option<String>, prefix: &str) -> Config {
+    let mut c = Config::with_keys(&[("acme", ACME_KEY), ("beta", BETA_KEY)]);
+    c.redis_url = redis_url;
+    c.key_prefix = prefix.to_string();
+    c.min_expires_secs = 1;
+    c
+}
+
+/// One in-process replica.
+pub struct App {
+    pub base: String,
+    pub service: Service,
+    stop: Option<oneshot::Sender<()>>,
+    task: Option<JoinHandle<std::io::Result<()>>>,
+}
+
+impl App {
+    pub async fn start(mut config: Config) -> App {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("bind");
+        let addr = listener.local_addr().expect("addr");
+        config.listen = addr;
+        config.public_url = format!("http://{addr}");
+        let service = server::build(config).await.expect("build service");
+        let (tx, rx) = oneshot::channel::<()>();
+        let task = tokio::spawn(server::serve(listener, service.clone(), async move {
+            let _ = rx.await;
+        }));
+        App {
+            base: format!("http://{addr}"),
+            service,
+            stop: Some(tx),
+            task: Some(task),
+        }
+    }
+
+    pub fn api(&self, key: &str) -> Api {
+        Api::new(&self.base, key)
+    }
+
+    /// Graceful stop; waits for the server to finish.
+    pub async fn stop(mut self) {
+        if let Some(tx) = self.stop.take() {
+            let _ = tx.send(());
+        }
+        if let Some(t) = self.task.take() {
+            let _ = tokio::time::timeout(Duration::from_secs(10), t).await;
+        }
+    }
+}
+
+impl Drop for App {
+    fn drop(&mut self) {
+        if let Some(tx) = self.stop.take() {
+            let _ = tx.send(());
+        }
+    }
+}
+
+/// Replicas on one store (and the Redis they share, if any).
+pub struct Fixture {
+    pub apps: Vec<App>,
+    pub redis: Option<RedisServer>,
+    pub prefix: String,
+}
+
+impl Fixture {
+    /// `n` replicas on `kind`. Memory fixtures have exactly one replica (one process).
+    pub async fn new(kind: StoreKind, n: usize) -> Fixture {
+        let prefix = format!("t{}", rand_suffix());
+        match kind {
+            StoreKind::Memory => Fixture {
+                apps: vec![App::start(test_config(None, &prefix)).await],
+                redis: None,
+                prefix,
+            },
+            StoreKind::Redis => {
+                let redis = RedisServer::start();
+                let mut apps = Vec::new();
+                for _ in 0..n {
+                    apps.push(App::start(test_config(Some(redis.url()), &prefix)).await);
+                }
+                Fixture {
+                    apps,
+                    redis: Some(redis),
+                    prefix,
+                }
+            }
+        }
+    }
+
+    pub fn acme(&self) -> Api {
+        self.apps[0].api(ACME_KEY)
+    }
+    pub fn beta(&self) -> Api {
+        self.apps[0].api(BETA_KEY)
+    }
+    /// The last replica (another process' worth of clients when there are two).
+    pub fn other(&self) -> Api {
+        self.apps[self.apps.len() - 1].api(ACME_KEY)
+    }
+}
+
+fn rand_suffix() -> String {
+    uuid_like()
+}
+
+fn uuid_like() -> String {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static N: AtomicU64 = AtomicU64::new(0);
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.subsec_nanos())
+        .unwrap_or_default();
+    format!(
+        "{}{}{}",
+        std::process::id(),
+        nanos,
+        N.fetch_add(1, Ordering::Relaxed)
+    )
+}
+
+/// A JSON response: status and body.
+#[derive(Debug, Clone)]
+pub struct Resp {
+    pub status: u16,
+    pub body: Value,
+    pub headers: reqwest::header::HeaderMap,
+}
+
+impl Resp {
+    /// The SPEC §5 error code, if the body is an error.
+    pub fn code(&self) -> &str {
+        self.body["error"]["code"].as_str().unwrap_or("")
+    }
+    pub fn str(&self, field: &str) -> &str {
+        self.body[field]
+            .as_str()
+            .unwrap_or_else(|| panic!("no string {field} in {}", self.body))
+    }
+}
+
+/// HTTP client for one replica and one API key.
+#[derive(Clone)]
+pub struct Api {
+    pub http: reqwest::Client,
+    pub base: String,
+    pub key: String,
+}
+
+/// An elicitation created in a test.
+#[derive(Debug, Clone)]
+pub struct Created {
+    pub id: String,
+    pub token: String,
+    pub body: Value,
+}
+
+impl Api {
+    pub fn new(base: &str, key: &str) -> Api {
+        Api {
+            http: reqwest::Client::builder()
+                .timeout(Duration::from_secs(90))
+                .build()
+                .expect("client"),
+            base: base.to_string(),
+            key: key.to_string(),
+        }
+    }
+
+    async fn send(&self, rb: reqwest::RequestBuilder) -> Resp {
+        let r = rb.send().await.expect("request");
+        let status = r.status().as_u16();
+        let headers = r.headers().clone();
+        let text = r.text().await.expect("body");
+        let body = serde_json::from_str(&text).unwrap_or(Value::String(text));
+        Resp {
+            status,
+            body,
+            headers,
+        }
+    }
+
+    pub async fn get(&self, path: &str) -> Resp {
+        self.send(
+            self.http
+                .get(format!("{}{path}", self.base))
+                .bearer_auth(&self.key),
+        )
+        .await
+    }
+
+    pub async fn post(&self, path: &str, body: &Value) -> Resp {
+        self.send(
+            self.http
+                .post(format!("{}{path}", self.base))
+                .bearer_auth(&self.key)
+                .json(body),
+        )
+        .await
+    }
+
+    pub async fn post_raw(&self, path: &str, body: impl Into<reqwest::Body>) -> Resp {
+        self.send(
+            self.http
+                .post(format!("{}{path}", self.base))
+                .bearer_auth(&self.key)
+                .header("content-type", "application/json")
+                .body(body),
+        )
+        .await
+    }
+
+    pub async fn post_empty(&self, path: &str) -> Resp {
+        self.send(
+            self.http
+                .post(format!("{}{path}", self.base))
+                .bearer_auth(&self.key),
+        )
+        .await
+    }
+
+    /// Create and assert 201.
+    pub async fn create(&self, kind: &str, body: Value) -> Created {
+        let r = self.post(&format!("/v1/{kind}s"), &body).await;
+        assert_eq!(r.status, 201, "create {kind}: {}", r.body);
+        let review_url = r.str("reviewUrl").to_string();
+        Created {
+            id: r.str("elicitationId").to_string(),
+            token: review_url
+                .rsplit('/')
+                .next()
+                .unwrap_or_default()
+                .to_string(),
+            body: r.body.clone(),
+        }
+    }
+
+    pub async fn approval(&self) -> Created {
+        self.create(
+            "approval",
+            json!({"message": "Deploy v2?", "context": {"version": 2}}),
+        )
+        .await
+    }
+
+    pub async fn status(&self, id: &str) -> Resp {
+        self.get(&format!("/v1/elicitations/{id}")).await
+    }
+    pub async fn wait(&self, id: &str, secs: u64) -> Resp {
+        self.get(&format!("/v1/elicitations/{id}/await?waitSeconds={secs}"))
+            .await
+    }
+    pub async fn result(&self, id: &str) -> Resp {
+        self.post_empty(&format!("/v1/elicitations/{id}/result"))
+            .await
+    }
+    pub async fn cancel(&self, id: &str) -> Resp {
+        self.post_empty(&format!("/v1/elicitations/{id}/cancel"))
+            .await
+    }
+    pub async fn audit(&self, id: &str) -> Resp {
+        self.get(&format!("/v1/elicitations/{id}/audit")).await
+    }
+    /// Reviewer decision over the JSON route (no API key involved).
+    pub async fn decide(&self, token: &str, body: Value) -> Resp {
+        self.send(
+            self.http
+                .post(format!("{}/v1/reviews/{token}", self.base))
+                .json(&body),
+        )
+        .await
+    }
+
+    /// Status string of an elicitation.
+    pub async fn status_of(&self, id: &str) -> String {
+        let r = self.status(id).await;
+        assert_eq!(r.status, 200, "status: {}", r.body);
+        r.str("status").to_string()
+    }
+}
+
+/// Instantiate async test fns `fn(StoreKind)` once per store.
+#[macro_export]
+macro_rules! both_stores {
+    ($($name:ident),* $(,)?) => {
+        mod on_memory {
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn $name() { super::$name($crate::harness::StoreKind::Memory).await }
+            )*
+        }
+        mod on_redis {
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn $name() { super::$name($crate::harness::StoreKind::Redis).await }
+            )*
+        }
+    };
+}
+
+#[test]
+fn missing_redis_server_fails_with_a_clear_message() {
+    let err = find_redis_server("/nonexistent-dir").unwrap_err();
+    assert!(err.contains("redis-server not found"), "{err}");
+    assert!(err.contains("apt-get install redis-server"), "{err}");
+    // And with the real PATH it is found (CI installs it).
+    assert!(find_redis_server(&std::env::var("PATH").unwrap_or_default()).is_ok());
+}

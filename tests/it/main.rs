@@ -1,0 +1,9 @@
+//! One integration test binary (DESIGN §6): a shared harness, then one module per area.
+
+mod harness;
+
+mod api_contract;
+mod api_errors;
+mod api_races;
+mod redis_store;
+mod wake;
