@@ -1,7 +1,7 @@
 -- cancel.lua: the requester withdraws, pending -> canceled (repeat cancels answer canceled).
 -- KEYS[1] record hash (also the shard channel)   KEYS[2] audit list
 -- ARGV[1] tenant   ARGV[2] actor
--- Returns {"ok", "canceled"} or {"err", code}: not_found (absent or other tenant), expired,
+-- Returns {"ok", "canceled", changed} (changed "1" the first time, "0" on repeats) or {"err", code}: not_found (absent or other tenant), expired,
 -- already_decided.
 -- Clock: Redis TIME. Publishes "canceled" on KEYS[1] (SPUBLISH) when it changes.
 local f = redis.call('HMGET', KEYS[1], 'status', 'expires_ms', 'tenant')
@@ -10,7 +10,7 @@ if not f[1] or f[3] ~= ARGV[1] then
 end
 local st = f[1]
 if st == 'canceled' then
-  return {'ok', 'canceled'}
+  return {'ok', 'canceled', '0'}
 end
 if st ~= 'pending' then
   return {'err', 'already_decided'}
@@ -25,4 +25,4 @@ redis.call('HSET', KEYS[1], 'status', 'canceled', 'canceled_ms', nows)
 redis.call('RPUSH', KEYS[2], '{"type":"canceled","at":' .. nows .. ',"actor":' ..
   cjson.encode(ARGV[2]) .. '}')
 redis.call('SPUBLISH', KEYS[1], 'canceled')
-return {'ok', 'canceled'}
+return {'ok', 'canceled', '1'}

@@ -60,6 +60,9 @@ pub struct Cli {
     /// Largest request body in bytes; larger bodies get `payload_too_large` (413).
     #[arg(long, env = "ELICITD_MAX_BODY_BYTES", default_value_t = 1_048_576)]
     pub max_body_bytes: usize,
+    /// Serve `/metrics` on this separate address instead of the main listener.
+    #[arg(long, env = "ELICITD_METRICS_LISTEN")]
+    pub metrics_listen: Option<SocketAddr>,
     /// Number of multiplexed Redis command connections (1–64).
     #[arg(long, env = "ELICITD_REDIS_POOL_SIZE", default_value_t = 4)]
     pub redis_pool_size: usize,
@@ -83,6 +86,7 @@ pub struct Config {
     pub max_parked_awaits: usize,
     pub max_body_bytes: usize,
     pub redis_pool_size: usize,
+    pub metrics_listen: Option<SocketAddr>,
     /// Set when the key was generated at start (printed once by `main`).
     pub generated_key: Option<String>,
     /// Smallest `expiresInSeconds` accepted (SPEC: 10). Not a flag: tests lower it to exercise
@@ -182,6 +186,7 @@ impl Config {
             max_parked_awaits: cli.max_parked_awaits,
             max_body_bytes: cli.max_body_bytes,
             redis_pool_size: cli.redis_pool_size,
+            metrics_listen: cli.metrics_listen,
             generated_key,
             min_expires_secs: crate::model::request::MIN_EXPIRES_SECS,
         })

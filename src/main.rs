@@ -15,7 +15,7 @@ async fn main() -> std::process::ExitCode {
             return std::process::ExitCode::from(2);
         }
     };
-    telemetry::init(config.log_format);
+    telemetry::init_logging(config.log_format);
     if let Some(key) = &config.generated_key {
         // Printed once, to the terminal, never through the logger.
         println!(
@@ -23,6 +23,7 @@ async fn main() -> std::process::ExitCode {
         );
     }
     let listen = config.listen;
+    let metrics_listen = config.metrics_listen;
     let store_kind = if config.redis_url.is_some() {
         "redis"
     } else {
@@ -47,6 +48,18 @@ async fn main() -> std::process::ExitCode {
         .map(|a| a.to_string())
         .unwrap_or_default();
     tracing::info!(%addr, store = store_kind, "elicitd listening");
+    if let Some(addr) = metrics_listen {
+        match tokio::net::TcpListener::bind(addr).await {
+            Ok(l) => {
+                tracing::info!(%addr, "metrics listening");
+                tokio::spawn(async move { axum::serve(l, server::metrics_router()).await });
+            }
+            Err(e) => {
+                eprintln!("elicitd: cannot bind metrics listener {addr}: {e}");
+                return std::process::ExitCode::FAILURE;
+            }
+        }
+    }
     match server::serve(listener, service, server::shutdown_signal()).await {
         Ok(()) => {
             tracing::info!("elicitd stopped");

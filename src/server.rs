@@ -6,7 +6,12 @@
 
 use std::{future::Future, sync::Arc, time::Duration};
 
-use axum::Router;
+use axum::{
+    http::{header, StatusCode},
+    response::IntoResponse,
+    routing::get,
+    Router,
+};
 use tokio::net::TcpListener;
 
 use crate::{
@@ -18,12 +23,14 @@ use crate::{
         redis::{RedisSettings, RedisStore},
         Store,
     },
+    telemetry,
     wake::Hub,
 };
 
 /// Build the service (connects to Redis when configured).
 pub async fn build(config: Config) -> Result<Service, Box<dyn std::error::Error + Send + Sync>> {
     let config = Arc::new(config);
+    telemetry::prometheus();
     let hub = Hub::new(config.max_parked_awaits);
     let store: Arc<dyn Store> = match &config.redis_url {
         Some(url) => {
@@ -44,9 +51,35 @@ pub async fn build(config: Config) -> Result<Service, Box<dyn std::error::Error 
     Ok(Service::new(config, store, hub))
 }
 
-/// The complete HTTP application of one replica.
+/// The complete HTTP application of one replica. `/metrics` is included unless the config
+/// moves it to its own listener (`ELICITD_METRICS_LISTEN`).
 pub fn app(service: Service) -> Router {
-    api::router(service.clone()).layer(crate::telemetry::http_trace_layer())
+    let separate_metrics = service.config.metrics_listen.is_some();
+    let mut router = api::router(service.clone());
+    if !separate_metrics {
+        router = router.merge(metrics_router());
+    }
+    router.layer(axum::middleware::from_fn(telemetry::http_middleware))
+}
+
+/// `GET /metrics` in the Prometheus text format.
+pub fn metrics_router() -> Router {
+    Router::new().route(
+        "/metrics",
+        get(|| async {
+            match telemetry::prometheus() {
+                Some(h) => (
+                    [(
+                        header::CONTENT_TYPE,
+                        "text/plain; version=0.0.4; charset=utf-8",
+                    )],
+                    h.render(),
+                )
+                    .into_response(),
+                None => StatusCode::SERVICE_UNAVAILABLE.into_response(),
+            }
+        }),
+    )
 }
 
 /// Serve until `shutdown` resolves, then drain as described in the module docs.

@@ -34,7 +34,7 @@ pub struct Service {
 }
 
 /// Answer to a create.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct CreatedOut {
     pub elicitation_id: String,
@@ -44,7 +44,7 @@ pub struct CreatedOut {
 }
 
 /// Answer to status / await.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct StatusOut {
     pub elicitation_id: String,
@@ -70,7 +70,7 @@ impl From<&StatusView> for StatusOut {
 }
 
 /// Answer to result.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct ResultOut {
     pub elicitation_id: String,
@@ -78,11 +78,15 @@ pub struct ResultOut {
     pub status: Status,
     pub decision: Decision,
     /// The request's `context`, byte for byte (`null` if absent).
+    #[schema(value_type = Option<Object>)]
     pub context: Option<Box<RawValue>>,
+    /// Form approvals on submit: the reviewer's values; otherwise `null`.
+    #[schema(value_type = Option<Object>)]
     pub form_submission: Option<Map<String, Value>>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub selected_ids: Option<Vec<String>>,
     #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<Object>)]
     pub values: Option<Map<String, Value>>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub comment: Option<String>,
@@ -90,7 +94,7 @@ pub struct ResultOut {
 }
 
 /// One audit event on the wire.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct AuditEventOut {
     #[serde(rename = "type")]
@@ -102,7 +106,7 @@ pub struct AuditEventOut {
 }
 
 /// Answer to audit.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct AuditOut {
     pub elicitation_id: String,
@@ -110,9 +114,23 @@ pub struct AuditOut {
 }
 
 /// Answer to cancel and decide.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
 pub struct StateOut {
     pub status: Status,
+}
+
+/// Count a refused operation by its error code (server-side failures are counted by the store).
+fn refused<T>(op: &'static str, r: Result<T>) -> Result<T> {
+    if let Err(e) = &r {
+        if !matches!(e, Error::Internal(_) | Error::Unavailable(_)) {
+            metrics::counter!("elicitd_transitions_refused_total", "op" => op, "code" => e.code())
+                .increment(1);
+        }
+        if matches!(e, Error::NotFound) && matches!(op, "review" | "decide") {
+            metrics::counter!("elicitd_review_token_failures_total").increment(1);
+        }
+    }
+    r
 }
 
 fn parse_id(id: &str) -> Result<ElicitationId> {
@@ -155,6 +173,15 @@ impl Service {
         kind: Kind,
         req: CreateRequest,
     ) -> Result<CreatedOut> {
+        refused("create", self.create_inner(tenant, kind, req).await)
+    }
+
+    async fn create_inner(
+        &self,
+        tenant: &Tenant,
+        kind: Kind,
+        req: CreateRequest,
+    ) -> Result<CreatedOut> {
         let ValidCreate {
             spec,
             idempotency_key,
@@ -184,6 +211,10 @@ impl Service {
                 idempotency,
             })
             .await?;
+        if !created.replayed {
+            metrics::counter!("elicitd_elicitations_created_total", "kind" => kind.as_str())
+                .increment(1);
+        }
         let review_token = if created.replayed {
             let t = token::review_token(
                 &self.config.secret,
@@ -209,6 +240,10 @@ impl Service {
     }
 
     pub async fn status(&self, tenant: &Tenant, id: &str) -> Result<StatusOut> {
+        refused("status", self.status_inner(tenant, id).await)
+    }
+
+    async fn status_inner(&self, tenant: &Tenant, id: &str) -> Result<StatusOut> {
         let v = self.store.status(tenant, parse_id(id)?).await?;
         Ok(StatusOut::from(&v))
     }
@@ -221,6 +256,10 @@ impl Service {
         id: &str,
         wait: Option<u64>,
     ) -> Result<StatusOut> {
+        refused("await", self.await_inner(tenant, id, wait).await)
+    }
+
+    async fn await_inner(&self, tenant: &Tenant, id: &str, wait: Option<u64>) -> Result<StatusOut> {
         let id = parse_id(id)?;
         let wait = match wait {
             Some(s) if s > MAX_WAIT_SECS => {
@@ -261,10 +300,14 @@ impl Service {
                 Err(e) => return Err(e),
             };
             let now = Instant::now();
-            if v.status != Status::Pending
-                || now >= window_end
-                || self.hub.shutdown_token().is_cancelled()
-            {
+            if v.status != Status::Pending {
+                if let Some(decided) = v.decided_ms {
+                    let lag = (v.now_ms - decided).max(0) as f64 / 1000.0;
+                    metrics::histogram!("elicitd_await_wake_seconds").record(lag);
+                }
+                return Ok(StatusOut::from(&v));
+            }
+            if now >= window_end || self.hub.shutdown_token().is_cancelled() {
                 return Ok(StatusOut::from(&v));
             }
             // Deadline measured on the store clock, slept on ours; the re-read decides.
@@ -279,6 +322,10 @@ impl Service {
     }
 
     pub async fn result(&self, tenant: &Tenant, id: &str) -> Result<ResultOut> {
+        refused("result", self.result_inner(tenant, id).await)
+    }
+
+    async fn result_inner(&self, tenant: &Tenant, id: &str) -> Result<ResultOut> {
         let r = self.store.consume(tenant, parse_id(id)?).await?;
         let form = r.spec.is_form();
         Ok(ResultOut {
@@ -300,11 +347,23 @@ impl Service {
     }
 
     pub async fn cancel(&self, tenant: &Tenant, id: &str) -> Result<StateOut> {
-        let status = self.store.cancel(tenant, parse_id(id)?).await?;
-        Ok(StateOut { status })
+        refused("cancel", self.cancel_inner(tenant, id).await)
+    }
+
+    async fn cancel_inner(&self, tenant: &Tenant, id: &str) -> Result<StateOut> {
+        if self.store.cancel(tenant, parse_id(id)?).await? {
+            metrics::counter!("elicitd_decisions_total", "outcome" => "canceled").increment(1);
+        }
+        Ok(StateOut {
+            status: Status::Canceled,
+        })
     }
 
     pub async fn audit(&self, tenant: &Tenant, id: &str) -> Result<AuditOut> {
+        refused("audit", self.audit_inner(tenant, id).await)
+    }
+
+    async fn audit_inner(&self, tenant: &Tenant, id: &str) -> Result<AuditOut> {
         let id = parse_id(id)?;
         let events = self.store.audit(tenant, id).await?;
         Ok(AuditOut {
@@ -315,7 +374,10 @@ impl Service {
 
     /// Open a review token (for the review page). Never changes state.
     pub async fn review(&self, review_token: &str) -> Result<ReviewView> {
-        self.store.review(&token_hash(review_token)?).await
+        refused(
+            "review",
+            async { self.store.review(&token_hash(review_token)?).await }.await,
+        )
     }
 
     /// Record that the review page was shown.
@@ -325,6 +387,10 @@ impl Service {
 
     /// A reviewer decides. Validation errors are 422 and record nothing.
     pub async fn decide(&self, review_token: &str, input: DecisionInput) -> Result<StateOut> {
+        refused("decide", self.decide_inner(review_token, input).await)
+    }
+
+    async fn decide_inner(&self, review_token: &str, input: DecisionInput) -> Result<StateOut> {
         let hash = token_hash(review_token)?;
         let view = self.store.review(&hash).await?;
         match view.status {
@@ -335,6 +401,7 @@ impl Service {
         }
         let outcome = input.validate(&view.spec)?;
         let (status, _) = self.store.decide(view.id, &hash, &outcome).await?;
+        metrics::counter!("elicitd_decisions_total", "outcome" => status.as_str()).increment(1);
         Ok(StateOut { status })
     }
 }

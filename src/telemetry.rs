@@ -1,44 +1,212 @@
-//! Logging: human text on a terminal, JSON with `ELICITD_LOG_FORMAT=json`; one span per HTTP
-//! request. Paths are logged by route template only (review tokens live in paths and must never
-//! reach a log), and no header, body or `context` is ever logged.
+//! Observability: logging set-up, the per-request middleware (request id, span, HTTP metrics)
+//! and the Prometheus recorder with every metric described.
+//!
+//! Never logged or labelled: API keys, review tokens (paths are logged and labelled by route
+//! template only), request bodies and `context`. Labels are low-cardinality (no ids).
 
-use axum::{extract::MatchedPath, http::Request};
-use tower_http::trace::{DefaultOnResponse, TraceLayer};
-use tracing::Level;
+use std::{sync::OnceLock, time::Duration};
+
+use axum::{
+    extract::{MatchedPath, Request},
+    http::{HeaderName, HeaderValue},
+    middleware::Next,
+    response::Response,
+};
+use metrics::{
+    counter, describe_counter, describe_gauge, describe_histogram, gauge, histogram, Unit,
+};
+use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
+use tokio::time::Instant;
+use tracing::Instrument;
 use tracing_subscriber::EnvFilter;
 
 use crate::config::LogFormat;
 
-/// Install the global subscriber (`RUST_LOG` overrides the default `info`).
-pub fn init(format: LogFormat) {
+/// Install the global log subscriber (`RUST_LOG` overrides the default `info`).
+pub fn init_logging(format: LogFormat) {
     let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info"));
     let builder = tracing_subscriber::fmt().with_env_filter(filter);
     let _ = match format {
-        LogFormat::Json => builder.json().flatten_event(true).try_init(),
+        LogFormat::Json => builder
+            .json()
+            .flatten_event(true)
+            .with_current_span(true)
+            .try_init(),
         LogFormat::Text => builder.try_init(),
     };
 }
 
-type MakeSpan = fn(&Request<axum::body::Body>) -> tracing::Span;
+/// Latency buckets (seconds) shared by every histogram: 0.5 ms … 60 s.
+const BUCKETS: &[f64] = &[
+    0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0,
+    60.0,
+];
 
-fn make_span(req: &Request<axum::body::Body>) -> tracing::Span {
+static PROMETHEUS: OnceLock<Option<PrometheusHandle>> = OnceLock::new();
+
+/// The process-wide Prometheus handle; installs the recorder (and describes every metric) on
+/// first use. `None` only if another recorder was installed by an embedding program.
+pub fn prometheus() -> Option<&'static PrometheusHandle> {
+    PROMETHEUS
+        .get_or_init(|| {
+            let handle = PrometheusBuilder::new()
+                .set_buckets_for_metric(Matcher::Suffix("_seconds".into()), BUCKETS)
+                .ok()?
+                .install_recorder()
+                .ok()?;
+            describe();
+            gauge!("elicitd_build_info", "version" => env!("CARGO_PKG_VERSION")).set(1.0);
+            if let Ok(rt) = tokio::runtime::Handle::try_current() {
+                let h = handle.clone();
+                rt.spawn(async move {
+                    loop {
+                        tokio::time::sleep(Duration::from_secs(5)).await;
+                        h.run_upkeep();
+                    }
+                });
+            }
+            Some(handle)
+        })
+        .as_ref()
+}
+
+fn describe() {
+    describe_gauge!(
+        "elicitd_build_info",
+        "Build information; the value is always 1."
+    );
+    describe_counter!(
+        "elicitd_http_requests_total",
+        "HTTP requests by route template, method and status class."
+    );
+    describe_histogram!(
+        "elicitd_http_request_duration_seconds",
+        Unit::Seconds,
+        "HTTP request latency by route template, method and status class (parked awaits included)."
+    );
+    describe_counter!(
+        "elicitd_elicitations_created_total",
+        "Elicitations created, by kind (idempotent replays excluded)."
+    );
+    describe_counter!(
+        "elicitd_decisions_total",
+        "Transitions out of pending, by outcome (submitted, declined, canceled)."
+    );
+    describe_counter!(
+        "elicitd_transitions_refused_total",
+        "Refused operations, by operation and error code."
+    );
+    describe_gauge!(
+        "elicitd_awaits_parked",
+        "await calls currently parked on this replica."
+    );
+    describe_histogram!(
+        "elicitd_await_wake_seconds",
+        Unit::Seconds,
+        "From a decision (store clock) to a parked await answering it."
+    );
+    describe_counter!(
+        "elicitd_pubsub_reconnects_total",
+        "Reconnects of the Redis pub/sub connection."
+    );
+    describe_counter!(
+        "elicitd_redis_errors_total",
+        "Redis command failures, by operation and class (unavailable, internal)."
+    );
+    describe_histogram!(
+        "elicitd_redis_command_duration_seconds",
+        Unit::Seconds,
+        "Redis round-trip time by store operation."
+    );
+    describe_counter!(
+        "elicitd_review_token_failures_total",
+        "Review requests with an unknown or malformed token."
+    );
+}
+
+/// Record one store operation's latency (and failure class).
+pub fn record_store_op<T>(
+    op: &'static str,
+    started: Instant,
+    result: &Result<T, crate::error::Error>,
+) {
+    histogram!("elicitd_redis_command_duration_seconds", "op" => op)
+        .record(started.elapsed().as_secs_f64());
+    if let Err(e) = result {
+        let class = match e {
+            crate::error::Error::Unavailable(_) => "unavailable",
+            crate::error::Error::Internal(_) => "internal",
+            _ => return,
+        };
+        counter!("elicitd_redis_errors_total", "op" => op, "class" => class).increment(1);
+    }
+}
+
+static REQUEST_ID: HeaderName = HeaderName::from_static("x-request-id");
+
+/// A caller's `X-Request-Id` is kept when it is 1–128 chars of `[A-Za-z0-9._:-]`.
+fn valid_request_id(v: &HeaderValue) -> Option<String> {
+    let s = v.to_str().ok()?;
+    (!s.is_empty()
+        && s.len() <= 128
+        && s.bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"._:-".contains(&b)))
+    .then(|| s.to_string())
+}
+
+/// Per request: request id (kept or generated, echoed in the response), one span, metrics.
+pub async fn http_middleware(mut req: Request, next: Next) -> Response {
+    let started = Instant::now();
+    let request_id = req
+        .headers()
+        .get(&REQUEST_ID)
+        .and_then(valid_request_id)
+        .unwrap_or_else(|| uuid::Uuid::new_v4().simple().to_string());
+    if let Ok(v) = HeaderValue::from_str(&request_id) {
+        req.headers_mut().insert(REQUEST_ID.clone(), v);
+    }
     let route = req
         .extensions()
         .get::<MatchedPath>()
         .map(|p| p.as_str().to_owned())
         .unwrap_or_else(|| "unmatched".to_owned());
-    tracing::info_span!("http", method = %req.method(), route = %route)
+    let method = req.method().as_str().to_owned();
+    let span = tracing::info_span!("http", %method, %route, %request_id);
+    let mut resp = next.run(req).instrument(span.clone()).await;
+    let status = resp.status().as_u16();
+    let class = match status {
+        100..=199 => "1xx",
+        200..=299 => "2xx",
+        300..=399 => "3xx",
+        400..=499 => "4xx",
+        _ => "5xx",
+    };
+    let elapsed = started.elapsed();
+    let labels = [
+        ("route", route),
+        ("method", method),
+        ("status", class.to_string()),
+    ];
+    counter!("elicitd_http_requests_total", &labels).increment(1);
+    histogram!("elicitd_http_request_duration_seconds", &labels).record(elapsed.as_secs_f64());
+    span.in_scope(|| tracing::debug!(status, latency_ms = elapsed.as_millis() as u64, "request"));
+    if let Ok(v) = HeaderValue::from_str(&request_id) {
+        resp.headers_mut().insert(REQUEST_ID.clone(), v);
+    }
+    resp
 }
 
-/// Request span + response log line, without URIs or headers.
-pub fn http_trace_layer() -> TraceLayer<
-    tower_http::classify::SharedClassifier<tower_http::classify::ServerErrorsAsFailures>,
-    MakeSpan,
-    (),
-    DefaultOnResponse,
-> {
-    TraceLayer::new_for_http()
-        .make_span_with(make_span as MakeSpan)
-        .on_request(())
-        .on_response(DefaultOnResponse::new().level(Level::DEBUG))
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn request_ids_are_sanitised() {
+        assert_eq!(
+            valid_request_id(&HeaderValue::from_static("abc-123")).as_deref(),
+            Some("abc-123")
+        );
+        assert!(valid_request_id(&HeaderValue::from_static("has space")).is_none());
+        assert!(valid_request_id(&HeaderValue::from_str(&"a".repeat(129)).unwrap()).is_none());
+    }
 }

@@ -109,6 +109,7 @@ impl Hub {
                 self.max_parked
             )));
         }
+        metrics::gauge!("elicitd_awaits_parked").increment(1.0);
         let rx = {
             let mut slots = lock(&self.slots);
             let slot = slots.entry(id).or_insert_with(|| Slot {
@@ -164,6 +165,7 @@ impl Hub {
 
     fn leave(self: &Arc<Self>, id: ElicitationId) {
         self.parked.fetch_sub(1, Ordering::AcqRel);
+        metrics::gauge!("elicitd_awaits_parked").decrement(1.0);
         let last = {
             let mut slots = lock(&self.slots);
             match slots.get_mut(&id) {

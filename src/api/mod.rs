@@ -1,44 +1,68 @@
-//! The REST adapter (`/v1`, `/healthz`, `/readyz`): parse, call [`Service`], shape the answer.
-//! Every failure — including malformed JSON, unknown routes and oversized bodies — answers with
-//! the error body of SPEC §5.
+//! The REST adapter (`/v1`, `/healthz`, `/readyz`, `/openapi.json`): parse, call [`Service`],
+//! shape the answer. Every failure — including malformed JSON, unknown routes and oversized
+//! bodies — answers with the error body of SPEC §5. Routes and their OpenAPI description come
+//! from the same `#[utoipa::path]` annotations.
 
+mod docs;
 mod extract;
 mod response;
+
+use std::sync::Arc;
 
 use axum::{
     extract::{DefaultBodyLimit, Path, Query, State},
     http::StatusCode,
     response::IntoResponse,
-    routing::{get, post},
+    routing::get,
     Json, Router,
 };
 use serde::Deserialize;
+use utoipa::{IntoParams, OpenApi};
+use utoipa_axum::{router::OpenApiRouter, routes};
 
+pub use docs::{ApiDoc, ErrorBody};
 pub use extract::{AgentTenant, JsonBody};
 
 use crate::{
     error::Error,
     model::{CreateRequest, DecisionInput, Kind},
-    service::Service,
+    service::{AuditOut, CreatedOut, ResultOut, Service, StateOut, StatusOut},
 };
 
 type ApiResult<T> = Result<T, Error>;
 
-/// All REST routes plus probes, with the body limit applied.
+/// The REST routes with their OpenAPI document.
+fn documented() -> (Router<Service>, utoipa::openapi::OpenApi) {
+    OpenApiRouter::with_openapi(ApiDoc::openapi())
+        .routes(routes!(healthz))
+        .routes(routes!(readyz))
+        .routes(routes!(create_approval))
+        .routes(routes!(create_selection))
+        .routes(routes!(create_proposal))
+        .routes(routes!(status))
+        .routes(routes!(await_status))
+        .routes(routes!(result))
+        .routes(routes!(cancel))
+        .routes(routes!(audit))
+        .routes(routes!(decide))
+        .split_for_parts()
+}
+
+/// The OpenAPI document served at `/openapi.json`.
+pub fn openapi() -> utoipa::openapi::OpenApi {
+    documented().1
+}
+
+/// All REST routes plus probes and `/openapi.json`, with the body limit applied.
 pub fn router(service: Service) -> Router {
     let limit = service.config.max_body_bytes;
-    Router::new()
-        .route("/healthz", get(healthz))
-        .route("/readyz", get(readyz))
-        .route("/v1/approvals", post(create_approval))
-        .route("/v1/selections", post(create_selection))
-        .route("/v1/proposals", post(create_proposal))
-        .route("/v1/elicitations/{id}", get(status))
-        .route("/v1/elicitations/{id}/await", get(await_status))
-        .route("/v1/elicitations/{id}/result", post(result))
-        .route("/v1/elicitations/{id}/cancel", post(cancel))
-        .route("/v1/elicitations/{id}/audit", get(audit))
-        .route("/v1/reviews/{token}", post(decide))
+    let (routes, doc) = documented();
+    let doc = Arc::new(doc);
+    routes
+        .route(
+            "/openapi.json",
+            get(move || async move { Json(doc.as_ref().clone()) }),
+        )
         .fallback(|| async { response::NotFoundRoute })
         .method_not_allowed_fallback(|| async {
             response::error_response(
@@ -51,10 +75,15 @@ pub fn router(service: Service) -> Router {
         .with_state(service)
 }
 
+/// Liveness: the process answers (independent of Redis).
+#[utoipa::path(get, path = "/healthz", tag = "operations", responses((status = 200, body = docs::ProbeBody)))]
 async fn healthz() -> impl IntoResponse {
     Json(serde_json::json!({"status": "ok"}))
 }
 
+/// Readiness: the store answers a script call and the subscriber is connected.
+#[utoipa::path(get, path = "/readyz", tag = "operations", responses(
+    (status = 200, body = docs::ProbeBody), (status = 503, body = ErrorBody)))]
 async fn readyz(State(s): State<Service>) -> axum::response::Response {
     match s.store.ready().await {
         Ok(()) => Json(serde_json::json!({"status": "ready"})).into_response(),
@@ -75,6 +104,11 @@ async fn create(
     Ok((StatusCode::CREATED, Json(out)))
 }
 
+/// Ask for an approval (json mode: approve `context` as is; form mode: fill `requestedSchema`).
+#[utoipa::path(post, path = "/v1/approvals", tag = "elicitations", request_body = CreateRequest,
+    security(("bearer" = [])), responses(
+    (status = 201, body = CreatedOut), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody),
+    (status = 413, body = ErrorBody), (status = 503, body = ErrorBody)))]
 async fn create_approval(
     State(s): State<Service>,
     t: AgentTenant,
@@ -83,6 +117,11 @@ async fn create_approval(
     create(s, t, Kind::Approval, b).await
 }
 
+/// Ask the reviewer to pick from `options`.
+#[utoipa::path(post, path = "/v1/selections", tag = "elicitations", request_body = CreateRequest,
+    security(("bearer" = [])), responses(
+    (status = 201, body = CreatedOut), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody),
+    (status = 413, body = ErrorBody), (status = 503, body = ErrorBody)))]
 async fn create_selection(
     State(s): State<Service>,
     t: AgentTenant,
@@ -91,6 +130,11 @@ async fn create_selection(
     create(s, t, Kind::Selection, b).await
 }
 
+/// Propose fields the reviewer keeps, drops or edits.
+#[utoipa::path(post, path = "/v1/proposals", tag = "elicitations", request_body = CreateRequest,
+    security(("bearer" = [])), responses(
+    (status = 201, body = CreatedOut), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody),
+    (status = 413, body = ErrorBody), (status = 503, body = ErrorBody)))]
 async fn create_proposal(
     State(s): State<Service>,
     t: AgentTenant,
@@ -99,6 +143,11 @@ async fn create_proposal(
     create(s, t, Kind::Proposal, b).await
 }
 
+/// Read the status without waiting (never changes state).
+#[utoipa::path(get, path = "/v1/elicitations/{id}", tag = "elicitations",
+    params(("id" = String, Path, description = "elicitationId")), security(("bearer" = [])), responses(
+    (status = 200, body = StatusOut), (status = 401, body = ErrorBody), (status = 404, body = ErrorBody),
+    (status = 503, body = ErrorBody)))]
 async fn status(
     State(s): State<Service>,
     t: AgentTenant,
@@ -108,12 +157,21 @@ async fn status(
 }
 
 /// Query of `GET …/await`.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, IntoParams)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[into_params(parameter_in = Query, rename_all = "camelCase")]
 struct AwaitQuery {
+    /// Seconds to wait, 0–60 (default: the server's window, 25).
+    #[param(minimum = 0, maximum = 60)]
     wait_seconds: Option<u64>,
 }
 
+/// Long-poll: returns as soon as the request leaves `pending` (on any replica), at its
+/// deadline (`expired`), or when the window closes (`pending`: call again).
+#[utoipa::path(get, path = "/v1/elicitations/{id}/await", tag = "elicitations",
+    params(("id" = String, Path, description = "elicitationId"), AwaitQuery), security(("bearer" = [])), responses(
+    (status = 200, body = StatusOut), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody),
+    (status = 404, body = ErrorBody), (status = 429, body = ErrorBody), (status = 503, body = ErrorBody)))]
 async fn await_status(
     State(s): State<Service>,
     t: AgentTenant,
@@ -124,6 +182,12 @@ async fn await_status(
     Ok(Json(s.await_status(&t.0, &id, q.wait_seconds).await?))
 }
 
+/// Read the outcome: moves submitted/declined → consumed; repeat reads return the same.
+#[utoipa::path(post, path = "/v1/elicitations/{id}/result", tag = "elicitations",
+    params(("id" = String, Path, description = "elicitationId")), security(("bearer" = [])), responses(
+    (status = 200, body = ResultOut), (status = 401, body = ErrorBody), (status = 404, body = ErrorBody),
+    (status = 409, body = ErrorBody, description = "not_decided or canceled"), (status = 410, body = ErrorBody),
+    (status = 503, body = ErrorBody)))]
 async fn result(
     State(s): State<Service>,
     t: AgentTenant,
@@ -132,6 +196,12 @@ async fn result(
     Ok(Json(s.result(&t.0, &id).await?))
 }
 
+/// Withdraw a pending request (repeating it answers `canceled` again).
+#[utoipa::path(post, path = "/v1/elicitations/{id}/cancel", tag = "elicitations",
+    params(("id" = String, Path, description = "elicitationId")), security(("bearer" = [])), responses(
+    (status = 200, body = StateOut), (status = 401, body = ErrorBody), (status = 404, body = ErrorBody),
+    (status = 409, body = ErrorBody, description = "already_decided"), (status = 410, body = ErrorBody),
+    (status = 503, body = ErrorBody)))]
 async fn cancel(
     State(s): State<Service>,
     t: AgentTenant,
@@ -140,6 +210,11 @@ async fn cancel(
     Ok(Json(s.cancel(&t.0, &id).await?))
 }
 
+/// The audit trail: created, viewed, decided, canceled, fetched.
+#[utoipa::path(get, path = "/v1/elicitations/{id}/audit", tag = "elicitations",
+    params(("id" = String, Path, description = "elicitationId")), security(("bearer" = [])), responses(
+    (status = 200, body = AuditOut), (status = 401, body = ErrorBody), (status = 404, body = ErrorBody),
+    (status = 503, body = ErrorBody)))]
 async fn audit(
     State(s): State<Service>,
     t: AgentTenant,
@@ -148,6 +223,13 @@ async fn audit(
     Ok(Json(s.audit(&t.0, &id).await?))
 }
 
+/// Reviewer decision (the review token is the capability; no API key).
+#[utoipa::path(post, path = "/v1/reviews/{token}", tag = "reviews", request_body = DecisionInput,
+    params(("token" = String, Path, description = "the last segment of reviewUrl")), responses(
+    (status = 200, body = StateOut), (status = 400, body = ErrorBody), (status = 404, body = ErrorBody),
+    (status = 409, body = ErrorBody, description = "already_decided or canceled"), (status = 410, body = ErrorBody),
+    (status = 413, body = ErrorBody), (status = 422, body = ErrorBody, description = "per-field details"),
+    (status = 503, body = ErrorBody)))]
 async fn decide(
     State(s): State<Service>,
     Path(token): Path<String>,

@@ -10,13 +10,19 @@ use crate::error::Error;
 pub const MAX_COMMENT_CHARS: usize = 2000;
 
 /// Reviewer decision JSON (SPEC §4).
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct DecisionInput {
     pub decision: Decision,
+    /// Form approvals: values keyed by `requestedSchema` property.
+    #[schema(value_type = Option<Object>)]
     pub form_submission: Option<Value>,
+    /// Selections: the chosen option ids.
     pub selected_ids: Option<Vec<String>>,
+    /// Proposals: the kept fields with their final values.
+    #[schema(value_type = Option<Object>)]
     pub values: Option<Value>,
+    /// Optional free text, at most 2000 characters.
     pub comment: Option<String>,
 }
 

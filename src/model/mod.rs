@@ -67,7 +67,7 @@ impl fmt::Display for Tenant {
 }
 
 /// What kind of decision is asked for.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum Kind {
     Approval,
@@ -106,7 +106,7 @@ impl Kind {
 }
 
 /// Lifecycle status (SPEC §2). `Expired` is never stored: it is computed at read time.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum Status {
     Pending,
@@ -154,7 +154,7 @@ impl Status {
 }
 
 /// The reviewer's verdict.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum Decision {
     Submitted,

@@ -53,24 +53,39 @@ pub fn json_depth(raw: &str) -> usize {
 }
 
 /// Create arguments for any kind (camelCase on the wire).
-#[derive(Debug, Default, Deserialize)]
+#[derive(Debug, Default, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct CreateRequest {
+    /// Required, 1–4000 characters: what the reviewer is asked and why.
     pub message: Option<String>,
+    /// Page heading, 1–120 characters.
     pub title: Option<String>,
+    /// Any JSON up to 64 KiB, echoed verbatim by `result`. Approval json mode: the payload.
+    #[schema(value_type = Option<Object>)]
     pub context: Option<Box<RawValue>>,
+    /// Deadline in seconds, 10 to the server maximum (default 86400); default 3600.
     pub expires_in_seconds: Option<i64>,
     pub labels: Option<LabelsInput>,
+    /// 1–200 characters; the same tenant + key returns the first elicitation.
     pub idempotency_key: Option<String>,
+    /// Approval (form mode) and proposal: the MCP 2025-11-25 elicitation schema subset.
+    #[schema(value_type = Option<Object>)]
     pub requested_schema: Option<Value>,
+    /// Selection: 1–500 options, each with a unique string `id`, optional `label`/`description`.
+    #[schema(value_type = Option<Vec<Object>>)]
     pub options: Option<Vec<Value>>,
+    /// Selection: default 1.
     pub min_selections: Option<i64>,
+    /// Selection: default 1 (single select), at most the number of options.
     pub max_selections: Option<i64>,
+    /// Proposal: 1–100 fields, each a string, number, boolean or array of strings.
+    #[schema(value_type = Option<Object>)]
     pub proposal: Option<Value>,
 }
 
 /// `labels` as sent: only `submit` and `decline`.
-#[derive(Debug, Default, Deserialize)]
+/// Button words (1–40 characters each after trimming).
+#[derive(Debug, Default, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct LabelsInput {
     pub submit: Option<String>,

@@ -40,7 +40,7 @@ const OPTION_SHAPE: &str = "must be an object like {\"const\": \"value\", \"titl
 
 /// One problem with one field; `field` is a dotted path for schema errors
 /// (e.g. "requestedSchema.properties.age.minimum") or the property name for submissions.
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize, utoipa::ToSchema)]
 pub struct FieldError {
     pub field: String,
     pub message: String,

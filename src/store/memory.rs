@@ -245,13 +245,13 @@ impl Store for MemoryStore {
         Ok((status, now))
     }
 
-    async fn cancel(&self, tenant: &Tenant, id: ElicitationId) -> Result<Status> {
+    async fn cancel(&self, tenant: &Tenant, id: ElicitationId) -> Result<bool> {
         let now = local_now_ms();
         let mut g = self.lock();
         let r = owned(&mut g, tenant, &id, self.retention_ms, now)?;
         match Status::effective(r.status, now, r.expires_ms) {
             Status::Pending => {}
-            Status::Canceled => return Ok(Status::Canceled),
+            Status::Canceled => return Ok(false),
             Status::Expired => return Err(Error::Expired),
             _ => return Err(Error::AlreadyDecided),
         }
@@ -264,7 +264,7 @@ impl Store for MemoryStore {
         });
         drop(g);
         self.hub.wake(id);
-        Ok(Status::Canceled)
+        Ok(true)
     }
 
     async fn consume(&self, tenant: &Tenant, id: ElicitationId) -> Result<ResultView> {

@@ -120,8 +120,9 @@ pub trait Store: Send + Sync + 'static {
         token_hash: &str,
         outcome: &Outcome,
     ) -> Result<(Status, i64)>;
-    /// Withdraw: `pending` → canceled (repeat cancels answer `canceled` again).
-    async fn cancel(&self, tenant: &Tenant, id: ElicitationId) -> Result<Status>;
+    /// Withdraw: `pending` → canceled. Repeat cancels succeed too; the flag says whether this
+    /// call made the change.
+    async fn cancel(&self, tenant: &Tenant, id: ElicitationId) -> Result<bool>;
     /// Read the outcome: submitted/declined → consumed; audited on every call.
     async fn consume(&self, tenant: &Tenant, id: ElicitationId) -> Result<ResultView>;
     /// The audit trail, oldest first.

@@ -32,9 +32,12 @@ use super::{
     agent_actor, keys::Keys, AuditEvent, Created, NewRecord, ResultView, ReviewView, StatusView,
     Store, REVIEWER,
 };
+use tokio::time::Instant;
+
 use crate::{
     error::{Error, Result},
     model::{ElicitationId, Kind, Outcome, Spec, Status, Tenant},
+    telemetry::record_store_op,
     token::ct_eq,
     wake::{BoxFuture, Hub, SubscriptionBackend},
 };
@@ -193,15 +196,21 @@ impl RedisStore {
 
     async fn eval(
         &self,
+        op: &'static str,
         script: &Script,
         keys: Vec<String>,
         args: Vec<String>,
     ) -> Result<Vec<Option<String>>> {
-        let reply: Vec<Option<String>> = script
-            .evalsha_with_reload(self.client()?, keys, args)
-            .await
-            .map_err(map_err)?;
-        decode(reply)
+        let started = Instant::now();
+        let reply: Result<Vec<Option<String>>> = match self.client() {
+            Ok(c) => script
+                .evalsha_with_reload(c, keys, args)
+                .await
+                .map_err(map_err),
+            Err(e) => Err(e),
+        };
+        record_store_op(op, started, &reply);
+        decode(reply?)
     }
 
     /// Forward pub/sub messages to the hub; on reconnect or lag, wake everyone to re-read.
@@ -233,6 +242,7 @@ impl RedisStore {
                     r = reconnects.recv() => match r {
                         Ok(_) | Err(RecvError::Lagged(_)) => {
                             tracing::info!("pub/sub reconnected; resubscribing and waking all waiters");
+                            metrics::counter!("elicitd_pubsub_reconnects_total").increment(1);
                             resubscribe(&sub).await;
                             let Some(hub) = weak.upgrade() else { return };
                             hub.wake_all();
@@ -245,6 +255,18 @@ impl RedisStore {
     }
 
     async fn load_record(
+        &self,
+        op: &'static str,
+        id: ElicitationId,
+        fields: &[&str],
+    ) -> Result<(i64, Vec<Option<String>>)> {
+        let started = Instant::now();
+        let out = self.read_record(id, fields).await;
+        record_store_op(op, started, &out);
+        out
+    }
+
+    async fn read_record(
         &self,
         id: ElicitationId,
         fields: &[&str],
@@ -282,6 +304,7 @@ impl RedisStore {
             .map_err(map_err)?;
         let out = self
             .eval(
+                "create",
                 &self.scripts.create,
                 vec![self.keys.record(rec.id), self.keys.audit(rec.id)],
                 vec![
@@ -317,6 +340,7 @@ impl RedisStore {
         let id = ElicitationId::parse(id).ok_or_else(|| Error::internal("bad idempotency id"))?;
         let (now, f) = self
             .load_record(
+                "replay",
                 id,
                 &[
                     "tenant",
@@ -416,6 +440,7 @@ impl Store for RedisStore {
     async fn status(&self, tenant: &Tenant, id: ElicitationId) -> Result<StatusView> {
         let (now, f) = self
             .load_record(
+                "status",
                 id,
                 &[
                     "tenant",
@@ -461,6 +486,7 @@ impl Store for RedisStore {
             .ok_or(Error::NotFound)?;
         let (now, f) = self
             .load_record(
+                "review",
                 id,
                 &[
                     "token_hash",
@@ -508,6 +534,7 @@ impl Store for RedisStore {
         let json = serde_json::to_string(outcome).map_err(Error::internal)?;
         let out = self
             .eval(
+                "decide",
                 &self.scripts.decide,
                 vec![self.keys.record(id), self.keys.audit(id)],
                 vec![
@@ -526,19 +553,22 @@ impl Store for RedisStore {
         Ok((status, int(out.get(1).and_then(Option::as_ref))?))
     }
 
-    async fn cancel(&self, tenant: &Tenant, id: ElicitationId) -> Result<Status> {
-        self.eval(
-            &self.scripts.cancel,
-            vec![self.keys.record(id), self.keys.audit(id)],
-            vec![tenant.to_string(), agent_actor(tenant)],
-        )
-        .await?;
-        Ok(Status::Canceled)
+    async fn cancel(&self, tenant: &Tenant, id: ElicitationId) -> Result<bool> {
+        let out = self
+            .eval(
+                "cancel",
+                &self.scripts.cancel,
+                vec![self.keys.record(id), self.keys.audit(id)],
+                vec![tenant.to_string(), agent_actor(tenant)],
+            )
+            .await?;
+        Ok(out.get(1).and_then(|s| s.as_deref()) == Some("1"))
     }
 
     async fn consume(&self, tenant: &Tenant, id: ElicitationId) -> Result<ResultView> {
         let out = self
             .eval(
+                "consume",
                 &self.scripts.consume,
                 vec![self.keys.record(id), self.keys.audit(id)],
                 vec![tenant.to_string(), agent_actor(tenant)],
@@ -581,6 +611,7 @@ impl Store for RedisStore {
 
     async fn record_view(&self, id: ElicitationId, token_hash: &str) -> Result<()> {
         self.eval(
+            "view",
             &self.scripts.view,
             vec![self.keys.record(id), self.keys.audit(id)],
             vec![token_hash.to_string(), REVIEWER.into()],

@@ -5,5 +5,6 @@ mod harness;
 mod api_contract;
 mod api_errors;
 mod api_races;
+mod ops;
 mod redis_store;
 mod wake;
