@@ -4,7 +4,7 @@
 
 use std::{collections::HashMap, net::SocketAddr, time::Duration};
 
-use clap::{Parser, ValueEnum};
+use clap::{Parser, Subcommand, ValueEnum};
 
 use crate::model::Tenant;
 
@@ -23,6 +23,8 @@ pub enum LogFormat {
     about = "Human decisions for AI agents, over MCP and REST"
 )]
 pub struct Cli {
+    #[command(subcommand)]
+    pub command: Option<Command>,
     /// Address to bind.
     #[arg(long, env = "ELICITD_LISTEN", default_value = "127.0.0.1:8080")]
     pub listen: SocketAddr,
@@ -63,9 +65,26 @@ pub struct Cli {
     /// Serve `/metrics` on this separate address instead of the main listener.
     #[arg(long, env = "ELICITD_METRICS_LISTEN")]
     pub metrics_listen: Option<SocketAddr>,
+    /// Host names `/mcp` accepts in the `Host` header (comma-separated; a `host:port` entry pins
+    /// the port). DNS-rebinding protection: the public URL's host, the listen host, localhost,
+    /// 127.0.0.1 and ::1 are always allowed; add the names clients use (Service, Ingress).
+    #[arg(long, env = "ELICITD_MCP_ALLOWED_HOSTS")]
+    pub mcp_allowed_hosts: Option<String>,
     /// Number of multiplexed Redis command connections (1–64).
     #[arg(long, env = "ELICITD_REDIS_POOL_SIZE", default_value_t = 4)]
     pub redis_pool_size: usize,
+}
+
+/// What to run (default: the HTTP server).
+#[derive(Debug, Clone, Subcommand)]
+pub enum Command {
+    /// Serve MCP over stdin/stdout for a desktop client, with the HTTP server (review page,
+    /// REST) running in the same process so `reviewUrl` works. Logs go to stderr.
+    McpStdio {
+        /// Tenant the stdio client acts as (default: the only configured tenant).
+        #[arg(long, env = "ELICITD_STDIO_TENANT")]
+        tenant: Option<String>,
+    },
 }
 
 /// Validated configuration used by the whole process.
@@ -87,6 +106,8 @@ pub struct Config {
     pub max_body_bytes: usize,
     pub redis_pool_size: usize,
     pub metrics_listen: Option<SocketAddr>,
+    /// Hosts `/mcp` accepts (see the flag).
+    pub mcp_allowed_hosts: Vec<String>,
     /// Set when the key was generated at start (printed once by `main`).
     pub generated_key: Option<String>,
     /// Smallest `expiresInSeconds` accepted (SPEC: 10). Not a flag: tests lower it to exercise
@@ -172,6 +193,8 @@ impl Config {
             Some(_) => return Err(bad("ELICITD_SECRET must be at least 32 characters")),
             None => crate::token::random_bytes(32),
         };
+        let mcp_allowed_hosts =
+            allowed_hosts(cli.mcp_allowed_hosts.as_deref(), &public_url, cli.listen);
         Ok(Config {
             listen: cli.listen,
             redis_url: cli.redis_url,
@@ -187,6 +210,7 @@ impl Config {
             max_body_bytes: cli.max_body_bytes,
             redis_pool_size: cli.redis_pool_size,
             metrics_listen: cli.metrics_listen,
+            mcp_allowed_hosts,
             generated_key,
             min_expires_secs: crate::model::request::MIN_EXPIRES_SECS,
         })
@@ -205,6 +229,37 @@ impl Config {
         // Defaults are valid by construction (covered by a unit test).
         Config::from_cli(cli).expect("default config is valid")
     }
+}
+
+fn allowed_hosts(extra: Option<&str>, public_url: &str, listen: SocketAddr) -> Vec<String> {
+    let mut hosts: Vec<String> = ["localhost", "127.0.0.1", "::1"]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+    let authority = public_url
+        .split_once("://")
+        .map(|(_, r)| r)
+        .unwrap_or(public_url);
+    let authority = authority.split('/').next().unwrap_or_default();
+    let host = match authority.strip_prefix('[') {
+        Some(v6) => v6.split(']').next().unwrap_or_default(),
+        None => authority.split(':').next().unwrap_or_default(),
+    };
+    hosts.push(host.to_string());
+    if !listen.ip().is_unspecified() {
+        hosts.push(listen.ip().to_string());
+    }
+    for h in extra
+        .unwrap_or_default()
+        .split(',')
+        .map(str::trim)
+        .filter(|h| !h.is_empty())
+    {
+        hosts.push(h.to_string());
+    }
+    hosts.sort();
+    hosts.dedup();
+    hosts
 }
 
 fn parse_api_keys(list: &str) -> Result<HashMap<String, Tenant>, ConfigError> {

@@ -8,13 +8,15 @@
 //! - [`store`]: the storage contract, the Redis store (Lua scripts in `lua/`) and the memory store.
 //! - [`wake`]: the per-replica waiter hub that wakes parked `await` calls.
 //! - [`service`]: the business layer all surfaces call.
-//! - [`api`]: the REST adapter and probes.
-//! - [`telemetry`]: logging set-up.
+//! - [`api`]: the REST adapter, probes and the OpenAPI document.
+//! - [`mcp`]: the MCP adapter (Streamable HTTP at `/mcp`, and stdio).
+//! - [`telemetry`]: logging, request ids, metrics.
 //! - [`server`]: wiring and graceful shutdown.
 
 pub mod api;
 pub mod config;
 pub mod error;
+pub mod mcp;
 pub mod model;
 pub mod server;
 pub mod service;

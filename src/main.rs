@@ -1,27 +1,47 @@
-//! The `elicitd` binary: parse config, init logging, serve.
+//! The `elicitd` binary: parse config, init logging, serve HTTP (and MCP over stdio with
+//! `elicitd mcp-stdio`).
+
+use std::process::ExitCode;
 
 use clap::Parser;
 use elicitd::{
-    config::{Cli, Config},
-    server, telemetry,
+    config::{Cli, Command, Config},
+    mcp::ElicitTools,
+    model::Tenant,
+    server,
+    service::Service,
+    telemetry,
 };
+use rmcp::ServiceExt;
 
 #[tokio::main]
-async fn main() -> std::process::ExitCode {
-    let config = match Config::from_cli(Cli::parse()) {
+async fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let command = cli.command.clone();
+    let config = match Config::from_cli(cli) {
         Ok(c) => c,
         Err(e) => {
             eprintln!("elicitd: {e}");
-            return std::process::ExitCode::from(2);
+            return ExitCode::from(2);
         }
     };
     telemetry::init_logging(config.log_format);
     if let Some(key) = &config.generated_key {
-        // Printed once, to the terminal, never through the logger.
-        println!(
+        // Shown once, on the terminal (stderr: stdout may be the MCP stdio channel); never logged.
+        eprintln!(
             "elicitd: no ELICITD_API_KEYS set; generated API key for tenant \"default\": {key}"
         );
     }
+    let stdio_tenant = match &command {
+        Some(Command::McpStdio { tenant }) => match stdio_tenant(&config, tenant.as_deref()) {
+            Ok(t) => Some(t),
+            Err(e) => {
+                eprintln!("elicitd: {e}");
+                return ExitCode::from(2);
+            }
+        },
+        None => None,
+    };
     let listen = config.listen;
     let metrics_listen = config.metrics_listen;
     let store_kind = if config.redis_url.is_some() {
@@ -33,14 +53,14 @@ async fn main() -> std::process::ExitCode {
         Ok(s) => s,
         Err(e) => {
             eprintln!("elicitd: cannot start: {e}");
-            return std::process::ExitCode::FAILURE;
+            return ExitCode::FAILURE;
         }
     };
     let listener = match tokio::net::TcpListener::bind(listen).await {
         Ok(l) => l,
         Err(e) => {
             eprintln!("elicitd: cannot bind {listen}: {e}");
-            return std::process::ExitCode::FAILURE;
+            return ExitCode::FAILURE;
         }
     };
     let addr = listener
@@ -56,18 +76,67 @@ async fn main() -> std::process::ExitCode {
             }
             Err(e) => {
                 eprintln!("elicitd: cannot bind metrics listener {addr}: {e}");
-                return std::process::ExitCode::FAILURE;
+                return ExitCode::FAILURE;
             }
         }
     }
-    match server::serve(listener, service, server::shutdown_signal()).await {
+    let result = match stdio_tenant {
+        None => server::serve(listener, service, server::shutdown_signal()).await,
+        Some(tenant) => serve_stdio(listener, service, tenant).await,
+    };
+    match result {
         Ok(()) => {
             tracing::info!("elicitd stopped");
-            std::process::ExitCode::SUCCESS
+            ExitCode::SUCCESS
         }
         Err(e) => {
             eprintln!("elicitd: server error: {e}");
-            std::process::ExitCode::FAILURE
+            ExitCode::FAILURE
         }
     }
+}
+
+fn stdio_tenant(config: &Config, name: Option<&str>) -> Result<Tenant, String> {
+    let mut tenants: Vec<&Tenant> = config.api_keys.values().collect();
+    tenants.sort_by_key(|t| t.as_str());
+    tenants.dedup();
+    match name {
+        Some(n) => tenants
+            .into_iter()
+            .find(|t| t.as_str() == n)
+            .cloned()
+            .ok_or_else(|| format!("--tenant {n:?} is not a tenant of ELICITD_API_KEYS")),
+        None if tenants.len() == 1 => Ok(tenants[0].clone()),
+        None => Err("several tenants are configured: choose one with --tenant".into()),
+    }
+}
+
+/// MCP over stdio until the client closes stdin (or a signal), with HTTP alongside.
+async fn serve_stdio(
+    listener: tokio::net::TcpListener,
+    service: Service,
+    tenant: Tenant,
+) -> std::io::Result<()> {
+    let tools = ElicitTools::new(service.clone(), Some(tenant));
+    let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
+    let http = tokio::spawn(server::serve(listener, service, async move {
+        tokio::select! {
+            _ = stop_rx => {}
+            _ = server::shutdown_signal() => {}
+        }
+    }));
+    let running = tools
+        .serve(rmcp::transport::stdio())
+        .await
+        .map_err(|e| std::io::Error::other(e.to_string()))?;
+    tokio::select! {
+        r = running.waiting() => {
+            if let Err(e) = r {
+                tracing::warn!(error = %e, "stdio session ended with an error");
+            }
+        }
+        _ = server::shutdown_signal() => {}
+    }
+    let _ = stop_tx.send(());
+    http.await.map_err(std::io::Error::other)?
 }

@@ -34,7 +34,7 @@ pub struct Service {
 }
 
 /// Answer to a create.
-#[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
+#[derive(Debug, Clone, Serialize, utoipa::ToSchema, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct CreatedOut {
     pub elicitation_id: String,
@@ -44,7 +44,7 @@ pub struct CreatedOut {
 }
 
 /// Answer to status / await.
-#[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
+#[derive(Debug, Clone, Serialize, utoipa::ToSchema, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct StatusOut {
     pub elicitation_id: String,
@@ -70,7 +70,7 @@ impl From<&StatusView> for StatusOut {
 }
 
 /// Answer to result.
-#[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
+#[derive(Debug, Clone, Serialize, utoipa::ToSchema, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct ResultOut {
     pub elicitation_id: String,
@@ -79,6 +79,7 @@ pub struct ResultOut {
     pub decision: Decision,
     /// The request's `context`, byte for byte (`null` if absent).
     #[schema(value_type = Option<Object>)]
+    #[schemars(with = "Option<serde_json::Value>")]
     pub context: Option<Box<RawValue>>,
     /// Form approvals on submit: the reviewer's values; otherwise `null`.
     #[schema(value_type = Option<Object>)]
@@ -94,7 +95,7 @@ pub struct ResultOut {
 }
 
 /// One audit event on the wire.
-#[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
+#[derive(Debug, Clone, Serialize, utoipa::ToSchema, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct AuditEventOut {
     #[serde(rename = "type")]
@@ -106,7 +107,7 @@ pub struct AuditEventOut {
 }
 
 /// Answer to audit.
-#[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
+#[derive(Debug, Clone, Serialize, utoipa::ToSchema, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct AuditOut {
     pub elicitation_id: String,
@@ -114,7 +115,7 @@ pub struct AuditOut {
 }
 
 /// Answer to cancel and decide.
-#[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
+#[derive(Debug, Clone, Serialize, utoipa::ToSchema, schemars::JsonSchema)]
 pub struct StateOut {
     pub status: Status,
 }

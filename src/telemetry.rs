@@ -22,10 +22,15 @@ use tracing_subscriber::EnvFilter;
 
 use crate::config::LogFormat;
 
-/// Install the global log subscriber (`RUST_LOG` overrides the default `info`).
+/// Install the global log subscriber (`RUST_LOG` overrides the default `info,rmcp=warn`).
 pub fn init_logging(format: LogFormat) {
-    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info"));
-    let builder = tracing_subscriber::fmt().with_env_filter(filter);
+    // rmcp logs every stateless request's session set-up at info: keep it to warnings.
+    let filter =
+        EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info,rmcp=warn"));
+    // stderr: stdout may carry the MCP stdio protocol.
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr);
     let _ = match format {
         LogFormat::Json => builder
             .json()

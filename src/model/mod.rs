@@ -67,7 +67,17 @@ impl fmt::Display for Tenant {
 }
 
 /// What kind of decision is asked for.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    Serialize,
+    Deserialize,
+    utoipa::ToSchema,
+    schemars::JsonSchema,
+)]
 #[serde(rename_all = "lowercase")]
 pub enum Kind {
     Approval,
@@ -105,8 +115,20 @@ impl Kind {
     }
 }
 
-/// Lifecycle status (SPEC §2). `Expired` is never stored: it is computed at read time.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
+/// Lifecycle status: `pending` (undecided), `submitted` / `declined` (decided; read it with
+/// result), `consumed` (result already read), `canceled` (withdrawn by the requester),
+/// `expired` (deadline passed undecided; computed at read time, never stored).
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    Serialize,
+    Deserialize,
+    utoipa::ToSchema,
+    schemars::JsonSchema,
+)]
 #[serde(rename_all = "lowercase")]
 pub enum Status {
     Pending,
@@ -154,7 +176,17 @@ impl Status {
 }
 
 /// The reviewer's verdict.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    Serialize,
+    Deserialize,
+    utoipa::ToSchema,
+    schemars::JsonSchema,
+)]
 #[serde(rename_all = "lowercase")]
 pub enum Decision {
     Submitted,

@@ -5,6 +5,7 @@ mod harness;
 mod api_contract;
 mod api_errors;
 mod api_races;
+mod mcp;
 mod ops;
 mod redis_store;
 mod wake;

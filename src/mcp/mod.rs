@@ -1,0 +1,311 @@
+//! The MCP adapter: eight `elicit_*` tools over the same [`Service`] as REST, served over
+//! Streamable HTTP at `/mcp` (stateless: no sessions, JSON responses, any replica answers any
+//! call; bearer-key auth in front) and over stdio (`elicitd mcp-stdio`).
+//!
+//! Errors: malformed arguments are JSON-RPC errors (-32602, from argument deserialization);
+//! domain failures are tool results with `isError: true` whose text starts with the SPEC §5 code
+//! and says what to do next.
+
+pub mod args;
+
+use std::sync::Arc;
+
+use axum::{
+    extract::{Request, State},
+    middleware::Next,
+    response::{IntoResponse, Response},
+    Router,
+};
+use rmcp::{
+    handler::server::{
+        common::{schema_for_output, schema_for_type},
+        router::tool::ToolRouter,
+        wrapper::Parameters,
+    },
+    model::{
+        CallToolResult, ContentBlock, Implementation, JsonObject, ServerCapabilities, ServerConfig,
+    },
+    service::RequestContext,
+    tool, tool_handler, tool_router,
+    transport::streamable_http_server::{
+        session::never::NeverSessionManager, StreamableHttpServerConfig, StreamableHttpService,
+    },
+    ErrorData as McpError, RoleServer, ServerHandler,
+};
+use serde::{de::DeserializeOwned, Serialize};
+
+use self::args::{ApprovalArgs, AwaitArgs, IdArgs, PingArgs, PingOut, ProposalArgs, SelectionArgs};
+use crate::{
+    error::Error,
+    model::{Kind, Tenant},
+    service::{CreatedOut, ResultOut, Service, StateOut, StatusOut},
+};
+
+const INSTRUCTIONS: &str = "Ask a human for a decision and keep working while they decide. \
+Create a request with elicit_approval (approve a payload or fill a form), elicit_selection (pick \
+options) or elicit_proposal (accept or edit fields); give the returned reviewUrl to the human. \
+Then call elicit_await (it returns the moment the human decides; `pending` means call it again) \
+and, once the status is submitted or declined, elicit_result to read the decision. \
+elicit_cancel withdraws a request nobody decided yet.";
+
+/// The MCP server handler (cheap to clone: shared state only).
+#[derive(Clone)]
+pub struct ElicitTools {
+    service: Service,
+    /// Tenant for stdio, where there is no HTTP request to carry a key.
+    stdio_tenant: Option<Tenant>,
+    tool_router: ToolRouter<Self>,
+}
+
+fn ok<T: Serialize>(value: &T) -> Result<CallToolResult, McpError> {
+    serde_json::to_value(value)
+        .map(CallToolResult::structured)
+        .map_err(|e| McpError::internal_error(e.to_string(), None))
+}
+
+/// Domain failures → tool errors the model can act on; infrastructure failures likewise, but
+/// generic.
+fn tool_error(e: Error) -> CallToolResult {
+    let next = match &e {
+        Error::NotDecided => " — call elicit_await to wait for the reviewer, then elicit_result",
+        Error::NotFound => " — check the elicitationId (it may also have passed its retention and been deleted)",
+        Error::AlreadyDecided => " — call elicit_result to read the decision",
+        Error::Canceled => " — this request was canceled; create a new one if you still need a decision",
+        Error::Expired => " — nobody decided before the deadline; create a new request (maybe with a longer expiresInSeconds)",
+        Error::InvalidRequest { .. } => " — fix the arguments and call again",
+        Error::PayloadTooLarge(_) => " — send less data (context is limited to 64 KiB)",
+        Error::RateLimited(_) => " — wait a second, then retry or poll elicit_status",
+        Error::Unavailable(_) => " — storage is temporarily unavailable; retry in a moment",
+        _ => "",
+    };
+    let message = match &e {
+        Error::Internal(source) => {
+            tracing::error!(error = %source, "internal error in MCP tool");
+            "internal error".to_string()
+        }
+        other => other.to_string(),
+    };
+    let mut text = format!("{}: {message}{next}", e.code());
+    if !e.details().is_empty() {
+        let details: Vec<String> = e
+            .details()
+            .iter()
+            .map(|d| format!("{}: {}", d.field, d.message))
+            .collect();
+        text.push_str(&format!(" (details: {})", details.join("; ")));
+    }
+    CallToolResult::error(vec![ContentBlock::text(text)])
+}
+
+/// Deserialize tool arguments; malformed arguments are JSON-RPC errors (-32602), per SPEC §5.
+fn parse<T: DeserializeOwned>(raw: JsonObject) -> Result<T, McpError> {
+    serde_json::from_value(serde_json::Value::Object(raw))
+        .map_err(|e| McpError::invalid_params(format!("invalid arguments: {e}"), None))
+}
+
+fn respond<T: Serialize>(r: Result<T, Error>) -> Result<CallToolResult, McpError> {
+    match r {
+        Ok(v) => ok(&v),
+        Err(e) => Ok(tool_error(e)),
+    }
+}
+
+#[tool_router]
+impl ElicitTools {
+    pub fn new(service: Service, stdio_tenant: Option<Tenant>) -> Self {
+        ElicitTools {
+            service,
+            stdio_tenant,
+            tool_router: Self::tool_router(),
+        }
+    }
+
+    fn tenant(&self, ctx: &RequestContext<RoleServer>) -> Result<Tenant, McpError> {
+        ctx.extensions
+            .get::<http::request::Parts>()
+            .and_then(|p| p.extensions.get::<Tenant>().cloned())
+            .or_else(|| self.stdio_tenant.clone())
+            .ok_or_else(|| McpError::invalid_request("unauthenticated", None))
+    }
+
+    async fn create(
+        &self,
+        ctx: &RequestContext<RoleServer>,
+        kind: Kind,
+        req: Result<crate::model::CreateRequest, Error>,
+    ) -> Result<CallToolResult, McpError> {
+        let tenant = self.tenant(ctx)?;
+        let req = match req {
+            Ok(r) => r,
+            Err(e) => return Ok(tool_error(e)),
+        };
+        respond::<CreatedOut>(self.service.create(&tenant, kind, req).await)
+    }
+
+    /// Check that the elicitd server is reachable: echoes the message back as `pong: <message>`.
+    #[tool(name = "elicit_ping", input_schema = schema_for_type::<PingArgs>(), output_schema = schema_for_output::<PingOut>(),
+        annotations(title = "Ping", read_only_hint = true, destructive_hint = false, idempotent_hint = true, open_world_hint = false))]
+    async fn ping(
+        &self,
+        Parameters(raw): Parameters<JsonObject>,
+    ) -> Result<CallToolResult, McpError> {
+        let a: PingArgs = parse(raw)?;
+        let mut r = ok(&PingOut {
+            pong: a.message.clone(),
+        })?;
+        r.content = vec![ContentBlock::text(format!("pong: {}", a.message))];
+        Ok(r)
+    }
+
+    /// Ask a human to approve something. Json mode: pass the payload as `context`; the reviewer
+    /// approves or declines it as is. Form mode: pass `requestedSchema`; the reviewer fills the
+    /// form (with both, context is shown read-only above the form). Returns at once with
+    /// `elicitationId` and `reviewUrl` — give the reviewUrl to the human, then call elicit_await.
+    #[tool(name = "elicit_approval", input_schema = schema_for_type::<ApprovalArgs>(), output_schema = schema_for_output::<CreatedOut>(),
+        annotations(title = "Ask for approval", read_only_hint = false, destructive_hint = false, idempotent_hint = false, open_world_hint = true))]
+    async fn approval(
+        &self,
+        Parameters(raw): Parameters<JsonObject>,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<CallToolResult, McpError> {
+        let a: ApprovalArgs = parse(raw)?;
+        self.create(&ctx, Kind::Approval, a.into_request()).await
+    }
+
+    /// Ask a human to choose among options (single choice by default; set maxSelections for
+    /// multi-select). The reviewer may also answer "None of these" (decision `declined`).
+    /// Returns at once with `elicitationId` and `reviewUrl`; then call elicit_await.
+    #[tool(name = "elicit_selection", input_schema = schema_for_type::<SelectionArgs>(), output_schema = schema_for_output::<CreatedOut>(),
+        annotations(title = "Ask to choose", read_only_hint = false, destructive_hint = false, idempotent_hint = false, open_world_hint = true))]
+    async fn selection(
+        &self,
+        Parameters(raw): Parameters<JsonObject>,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<CallToolResult, McpError> {
+        let a: SelectionArgs = parse(raw)?;
+        self.create(&ctx, Kind::Selection, a.into_request()).await
+    }
+
+    /// Propose field values (e.g. a ticket, an order) for a human to accept, edit or drop field
+    /// by field, or reject. elicit_result then returns only the kept fields with their final
+    /// values. Returns at once with `elicitationId` and `reviewUrl`; then call elicit_await.
+    #[tool(name = "elicit_proposal", input_schema = schema_for_type::<ProposalArgs>(), output_schema = schema_for_output::<CreatedOut>(),
+        annotations(title = "Propose for review", read_only_hint = false, destructive_hint = false, idempotent_hint = false, open_world_hint = true))]
+    async fn proposal(
+        &self,
+        Parameters(raw): Parameters<JsonObject>,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<CallToolResult, McpError> {
+        let a: ProposalArgs = parse(raw)?;
+        self.create(&ctx, Kind::Proposal, a.into_request()).await
+    }
+
+    /// Read the status now, without waiting: pending (undecided), submitted / declined (decided:
+    /// call elicit_result), consumed (result already read), canceled, expired. Prefer
+    /// elicit_await over polling this in a loop.
+    #[tool(name = "elicit_status", input_schema = schema_for_type::<IdArgs>(), output_schema = schema_for_output::<StatusOut>(),
+        annotations(title = "Status", read_only_hint = true, destructive_hint = false, idempotent_hint = true, open_world_hint = false))]
+    async fn status(
+        &self,
+        Parameters(raw): Parameters<JsonObject>,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<CallToolResult, McpError> {
+        let a: IdArgs = parse(raw)?;
+        let tenant = self.tenant(&ctx)?;
+        respond::<StatusOut>(self.service.status(&tenant, &a.elicitation_id).await)
+    }
+
+    /// Wait for the human: returns the moment the request is decided or canceled, at its
+    /// deadline (`expired`), or after waitSeconds (default 25) with `pending` — then simply call
+    /// it again. Never changes state. After submitted/declined, call elicit_result.
+    #[tool(name = "elicit_await", input_schema = schema_for_type::<AwaitArgs>(), output_schema = schema_for_output::<StatusOut>(),
+        annotations(title = "Await decision", read_only_hint = true, destructive_hint = false, idempotent_hint = true, open_world_hint = false))]
+    async fn await_decision(
+        &self,
+        Parameters(raw): Parameters<JsonObject>,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<CallToolResult, McpError> {
+        let a: AwaitArgs = parse(raw)?;
+        let tenant = self.tenant(&ctx)?;
+        tokio::select! {
+            r = self.service.await_status(&tenant, &a.elicitation_id, a.wait_seconds) => respond::<StatusOut>(r),
+            // The client went away: stop waiting (dropping the wait unregisters it).
+            _ = ctx.ct.cancelled() => Err(McpError::internal_error("request canceled by the client", None)),
+        }
+    }
+
+    /// Read the decision once the status is submitted or declined: `decision`, the original
+    /// `context`, `formSubmission` (form approvals), `selectedIds` (selections), `values` (the
+    /// kept proposal fields), `comment`. The first call marks it consumed; repeats return the
+    /// same outcome. Fails with not_decided while pending (call elicit_await first).
+    #[tool(name = "elicit_result", input_schema = schema_for_type::<IdArgs>(), output_schema = schema_for_output::<ResultOut>(),
+        annotations(title = "Read decision", read_only_hint = false, destructive_hint = false, idempotent_hint = true, open_world_hint = false))]
+    async fn result(
+        &self,
+        Parameters(raw): Parameters<JsonObject>,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<CallToolResult, McpError> {
+        let a: IdArgs = parse(raw)?;
+        let tenant = self.tenant(&ctx)?;
+        respond::<ResultOut>(self.service.result(&tenant, &a.elicitation_id).await)
+    }
+
+    /// Withdraw a request nobody has decided yet (the review page then says it was withdrawn).
+    /// Repeating it is harmless; it fails with already_decided once a human decided.
+    #[tool(name = "elicit_cancel", input_schema = schema_for_type::<IdArgs>(), output_schema = schema_for_output::<StateOut>(),
+        annotations(title = "Cancel request", read_only_hint = false, destructive_hint = true, idempotent_hint = true, open_world_hint = false))]
+    async fn cancel(
+        &self,
+        Parameters(raw): Parameters<JsonObject>,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<CallToolResult, McpError> {
+        let a: IdArgs = parse(raw)?;
+        let tenant = self.tenant(&ctx)?;
+        respond::<StateOut>(self.service.cancel(&tenant, &a.elicitation_id).await)
+    }
+}
+
+#[tool_handler(router = self.tool_router)]
+impl ServerHandler for ElicitTools {
+    fn get_info(&self) -> ServerConfig {
+        ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
+            .with_server_info(Implementation::new("elicitd", env!("CARGO_PKG_VERSION")))
+            .with_instructions(INSTRUCTIONS)
+    }
+}
+
+/// `/mcp`: bearer auth in front of the stateless Streamable HTTP service.
+pub fn router(service: Service) -> Router {
+    let tools = ElicitTools::new(service.clone(), None);
+    let config = StreamableHttpServerConfig::default()
+        .with_legacy_session_mode(false)
+        .with_json_response(true)
+        .with_sse_keep_alive(None)
+        .with_allowed_hosts(service.config.mcp_allowed_hosts.clone())
+        .with_cancellation_token(service.hub.shutdown_token().child_token());
+    let mcp = StreamableHttpService::new(
+        move || Ok(tools.clone()),
+        Arc::new(NeverSessionManager::default()),
+        config,
+    );
+    Router::new()
+        .nest_service("/mcp", mcp)
+        .layer(axum::middleware::from_fn_with_state(service, authenticate))
+}
+
+async fn authenticate(State(s): State<Service>, mut req: Request, next: Next) -> Response {
+    let key = req
+        .headers()
+        .get(http::header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.trim().split_once(' '))
+        .filter(|(scheme, _)| scheme.eq_ignore_ascii_case("bearer"))
+        .map(|(_, key)| key.trim().to_string());
+    match key.as_deref().map(|k| s.authenticate(k)) {
+        Some(Ok(tenant)) => {
+            req.extensions_mut().insert(tenant);
+            next.run(req).await
+        }
+        _ => Error::Unauthorized.into_response(),
+    }
+}
