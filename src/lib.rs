@@ -9,6 +9,8 @@
 //! - [`wake`]: the per-replica waiter hub that wakes parked `await` calls.
 //! - [`service`]: the business layer all surfaces call.
 //! - [`api`]: the REST adapter and probes.
+//! - [`review`]: the human review page (`/review/{token}`): askama templates in `templates/`,
+//!   CSRF and origin checks, form → decision conversion.
 //! - [`telemetry`]: logging set-up.
 //! - [`server`]: wiring and graceful shutdown.
 
@@ -16,6 +18,7 @@ pub mod api;
 pub mod config;
 pub mod error;
 pub mod model;
+pub mod review;
 pub mod server;
 pub mod service;
 pub mod store;

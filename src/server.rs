@@ -46,7 +46,9 @@ pub async fn build(config: Config) -> Result<Service, Box<dyn std::error::Error 
 
 /// The complete HTTP application of one replica.
 pub fn app(service: Service) -> Router {
-    api::router(service.clone()).layer(crate::telemetry::http_trace_layer())
+    api::router(service.clone())
+        .merge(crate::review::router(service))
+        .layer(crate::telemetry::http_trace_layer())
 }
 
 /// Serve until `shutdown` resolves, then drain as described in the module docs.
