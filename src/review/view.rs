@@ -158,7 +158,7 @@ pub fn state_page(view: &ReviewView) -> Notice {
             };
             n.lines = vec![format!("Your answer: “{word}”.")];
             if let Some(at) = view.decided_ms {
-                n.lines.push(format!("Recorded {}.", human_time(at)));
+                n.lines.push(format!("Recorded at {}.", human_time(at)));
             }
             n.lines.push(if status == Status::Consumed {
                 "The requester has received it. You can close this page.".into()
