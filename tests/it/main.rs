@@ -6,4 +6,7 @@ mod api_contract;
 mod api_errors;
 mod api_races;
 mod redis_store;
+mod review_browser;
+mod review_escaping;
+mod review_page;
 mod wake;
