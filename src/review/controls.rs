@@ -1,7 +1,9 @@
 //! Form controls of the review page: which HTML control shows which field, pre-filled with
 //! what. The view model is plain data; the askama templates (`templates/control.html`) turn it
 //! into escaped markup, so agent text (titles, descriptions, option labels, values) can only
-//! ever be text. Ids and names are positional (`f3`, `p3-1`), never derived from agent text.
+//! ever be text. Ids, names and option values are positional (`f3`, `f3-1`, `value="1"`), never
+//! agent text: browsers rewrite line breaks in submitted values, so an option id or enum value
+//! could not round-trip, and positions keep hostile strings out of the form data entirely.
 
 use serde_json::Value;
 
@@ -64,6 +66,7 @@ pub struct Input {
 #[derive(Debug, Clone)]
 pub struct Choice {
     pub id: String,
+    /// The option's position, which is what the form posts.
     pub value: String,
     pub label: String,
     pub description: Option<String>,
@@ -106,6 +109,8 @@ pub struct Raw {
     pub text: String,
     pub list: Vec<String>,
     pub checked: bool,
+    /// Submitted: options are named by position, not by value.
+    pub positional: bool,
 }
 
 impl Raw {
@@ -129,7 +134,7 @@ impl Raw {
                 Raw {
                     text: list.join("\n"),
                     list,
-                    checked: false,
+                    ..Raw::default()
                 }
             }
             Some(other) => Raw {
@@ -146,6 +151,7 @@ impl Raw {
             text: super::form::normalise_newlines(form.get(name).unwrap_or_default()),
             list: form.all(name).map(str::to_string).collect(),
             checked: form.has(name),
+            positional: true,
         }
     }
 }
@@ -227,7 +233,10 @@ fn schema_control(mut c: Control, f: &Field, raw: Raw) -> Control {
             checked: raw.checked,
         },
         FieldKind::Choice { options } => {
-            let choices = choices(&c.id, options, |v| raw.text == v);
+            let choices = choices(&c.id, options, |i, v| match raw.positional {
+                true => raw.text == i.to_string(),
+                false => raw.text == v,
+            });
             if options.len() <= MAX_RADIOS {
                 Widget::Group {
                     multiple: false,
@@ -250,7 +259,14 @@ fn schema_control(mut c: Control, f: &Field, raw: Raw) -> Control {
             Widget::Group {
                 multiple: true,
                 max: *max_items,
-                options: choices(&c.id, options, |v| raw.list.iter().any(|s| s == v)),
+                options: choices(&c.id, options, |i, v| {
+                    let want = if raw.positional {
+                        i.to_string()
+                    } else {
+                        v.into()
+                    };
+                    raw.list.contains(&want)
+                }),
             }
         }
     };
@@ -296,17 +312,17 @@ fn datetime_input(text: &str) -> Widget {
 fn choices(
     id: &str,
     options: &[crate::model::schema::ChoiceOption],
-    checked: impl Fn(&str) -> bool,
+    checked: impl Fn(usize, &str) -> bool,
 ) -> Vec<Choice> {
     options
         .iter()
         .enumerate()
         .map(|(i, o)| Choice {
             id: format!("{id}-{i}"),
-            value: o.value.clone(),
+            value: i.to_string(),
             label: o.title.clone().unwrap_or_else(|| o.value.clone()),
             description: None,
-            checked: checked(&o.value),
+            checked: checked(i, &o.value),
         })
         .collect()
 }

@@ -3,9 +3,10 @@
 //! HTML forms send strings; this module converts them per field kind so the business layer sees
 //! the same typed JSON the REST route accepts. Form names are positional, never agent text:
 //! `f<i>` is the i-th `requestedSchema` property (form mode), `p<i>` / `k<i>` the value and the
-//! "Include" box of the i-th proposal field, `sel` the chosen option ids (repeated), plus
-//! `decision`, `comment` and `csrf`. The order is the stored request's order, which the page
-//! used when it rendered the form.
+//! "Include" box of the i-th proposal field, `sel` the chosen options (repeated), plus
+//! `decision`, `comment` and `csrf`. Options (selection options, enum values) are posted by
+//! position too. The order is the stored request's order, which the page used when it rendered
+//! the form.
 //!
 //! Rules: numbers parse to JSON numbers (integers stay integers), a checkbox is `true` when
 //! present and `false` when absent, repeated keys become arrays, an empty optional input in form
@@ -17,7 +18,7 @@
 use serde_json::{Map, Number, Value};
 
 use crate::model::{
-    schema::{Field, FieldError, FieldKind, RequestedSchema, TextFormat},
+    schema::{ChoiceOption, Field, FieldError, FieldKind, RequestedSchema, TextFormat},
     Decision, DecisionInput, Kind, Spec,
 };
 
@@ -148,7 +149,24 @@ pub fn to_decision(spec: &Spec, form: &FormData) -> Result<Parsed, BadForm> {
             }
         }
         Kind::Selection => {
-            input.selected_ids = Some(form.all("sel").map(str::to_string).collect());
+            let options = spec.options.as_deref().unwrap_or_default();
+            let mut ids = Vec::new();
+            for posted in form.all("sel") {
+                let id = posted
+                    .parse::<usize>()
+                    .ok()
+                    .and_then(|i| options.get(i))
+                    .and_then(|o| o.get("id"))
+                    .and_then(Value::as_str);
+                match id {
+                    Some(id) => ids.push(id.to_string()),
+                    None => errors.push(FieldError {
+                        field: "selectedIds".into(),
+                        message: NOT_AN_OPTION.into(),
+                    }),
+                }
+            }
+            input.selected_ids = Some(ids);
         }
         Kind::Proposal => {
             let mut map = Map::new();
@@ -176,20 +194,26 @@ fn parse_value(
 ) -> Result<Option<Value>, String> {
     let text = normalise_newlines(form.get(name).unwrap_or_default());
     let absent = empty_is_absent && text.is_empty();
-    let list = || -> Vec<Value> { form.all(name).map(Value::from).collect() };
     match shape {
         Shape::Schema(f) => match &f.kind {
-            FieldKind::Text { .. } | FieldKind::Choice { .. } if absent => Ok(None),
+            FieldKind::Text { .. } | FieldKind::Choice { .. } | FieldKind::Number { .. }
+                if absent =>
+            {
+                Ok(None)
+            }
             FieldKind::Text {
                 format: Some(TextFormat::DateTime),
                 ..
             } => Ok(Some(Value::String(datetime_local_to_utc(&text)))),
-            FieldKind::Text { .. } | FieldKind::Choice { .. } => Ok(Some(Value::String(text))),
-            FieldKind::Number { .. } if absent => Ok(None),
+            FieldKind::Text { .. } => Ok(Some(Value::String(text))),
+            FieldKind::Choice { options } => pick(options, &text).map(Some),
             FieldKind::Number { integer, .. } => parse_number(&text, *integer).map(Some),
             FieldKind::Boolean => Ok(Some(Value::Bool(form.has(name)))),
-            FieldKind::MultiChoice { .. } => {
-                let items = list();
+            FieldKind::MultiChoice { options, .. } => {
+                let items = form
+                    .all(name)
+                    .map(|p| pick(options, p))
+                    .collect::<Result<Vec<_>, _>>()?;
                 Ok((!(empty_is_absent && items.is_empty())).then_some(Value::Array(items)))
             }
         },
@@ -204,6 +228,18 @@ fn parse_value(
                 .collect(),
         ))),
     }
+}
+
+const NOT_AN_OPTION: &str = "is not one of the options";
+
+/// The value of the option at the posted position.
+fn pick(options: &[ChoiceOption], posted: &str) -> Result<Value, String> {
+    posted
+        .parse::<usize>()
+        .ok()
+        .and_then(|i| options.get(i))
+        .map(|o| Value::from(o.value.as_str()))
+        .ok_or_else(|| NOT_AN_OPTION.into())
 }
 
 /// A typed number: integers stay JSON integers, `3.0` in an integer field is `3`.
@@ -291,9 +327,9 @@ mod tests {
             ("f1", "3.0"),
             ("f2", "2.5"),
             ("f3", "true"),
-            ("f5", "b"),
-            ("f6", "a"),
-            ("f6", "c"),
+            ("f5", "1"),
+            ("f6", "0"),
+            ("f6", "2"),
             ("f7", "2025-01-31T14:30"),
             ("f8", ""),
             ("comment", "line1\r\nline2"),
@@ -344,12 +380,16 @@ mod tests {
             Kind::Selection,
             json!({"message": "m", "options": [{"id": "a"}]}),
         );
-        let p = to_decision(&s, &form(&[("decision", "declined"), ("sel", "a")])).unwrap();
+        let p = to_decision(&s, &form(&[("decision", "declined"), ("sel", "0")])).unwrap();
         assert!(p.input.selected_ids.is_none());
-        let p = to_decision(&s, &form(&[("decision", "submitted"), ("sel", "a")])).unwrap();
+        let p = to_decision(&s, &form(&[("decision", "submitted"), ("sel", "0")])).unwrap();
         assert_eq!(p.input.selected_ids.unwrap(), ["a"]);
+        for forged in ["1", "a", "-1", ""] {
+            let p = to_decision(&s, &form(&[("decision", "submitted"), ("sel", forged)])).unwrap();
+            assert_eq!(p.errors[0].field, "selectedIds", "{forged:?}");
+        }
         assert!(matches!(
-            to_decision(&s, &form(&[("sel", "a")])),
+            to_decision(&s, &form(&[("sel", "0")])),
             Err(BadForm::NoDecision)
         ));
     }

@@ -149,7 +149,7 @@ fn refused(token: &str, why: Refusal) -> Response {
             line,
             "Nothing was recorded. Open the request again to decide.",
         ],
-        Some(format!("/review/{token}")),
+        Some(token.to_string()),
     );
     page(StatusCode::FORBIDDEN, &n)
 }
@@ -161,7 +161,7 @@ fn bad_form(token: &str, why: &str) -> Response {
             why,
             "Nothing was recorded. Open the request again to decide.",
         ],
-        Some(format!("/review/{token}")),
+        Some(token.to_string()),
     );
     page(StatusCode::BAD_REQUEST, &n)
 }
@@ -277,7 +277,8 @@ async fn submit(
         return again(&errors, None, StatusCode::UNPROCESSABLE_ENTITY);
     }
     match s.decide(&token, parsed.input).await {
-        Ok(_) => Redirect::to(&format!("/review/{token}")).into_response(),
+        // Relative: back to this same page, which now shows the decision.
+        Ok(_) => Redirect::to(&token).into_response(),
         Err(e @ Error::InvalidDecision { .. }) => {
             again(e.details(), None, StatusCode::UNPROCESSABLE_ENTITY)
         }

@@ -25,21 +25,17 @@ use crate::{
 pub const CSS: &str = include_str!("../../templates/static/review.css");
 pub const JS: &str = include_str!("../../templates/static/review.js");
 
-/// Stylesheet and script URLs, versioned by content so they can be cached for a year.
+/// Stylesheet and script URLs, versioned by content so they can be cached for a year. Relative
+/// (every page lives at `…/review/<token>`), like the form action, so the page also works
+/// behind a proxy that serves it under a path prefix of `ELICITD_PUBLIC_URL`.
 pub struct Assets {
     pub css: String,
     pub js: String,
 }
 
 pub static ASSETS: LazyLock<Assets> = LazyLock::new(|| Assets {
-    css: format!(
-        "/review/static/review.css?v={}",
-        &sha256_hex(CSS.as_bytes())[..12]
-    ),
-    js: format!(
-        "/review/static/review.js?v={}",
-        &sha256_hex(JS.as_bytes())[..12]
-    ),
+    css: format!("static/review.css?v={}", &sha256_hex(CSS.as_bytes())[..12]),
+    js: format!("static/review.js?v={}", &sha256_hex(JS.as_bytes())[..12]),
 });
 
 /// The decision form of a pending request.
@@ -258,7 +254,7 @@ pub fn review_page(view: &ReviewView, token: &str, csrf: String, re: Resubmit<'_
         expires_text: human_time(view.expires_ms),
         remaining_ms,
         remaining_text: remaining_text(remaining_ms),
-        action: format!("/review/{token}"),
+        action: token.to_string(),
         csrf,
         notice: re.notice,
         problems,
@@ -291,10 +287,12 @@ fn selection(spec: &Spec, form: Option<&FormData>) -> Control {
         .flatten()
         .enumerate()
         .map(|(i, o)| {
-            let value = text(o, "id").unwrap_or_default();
+            let value = i.to_string();
             Choice {
                 id: format!("sel-{i}"),
-                label: text(o, "label").unwrap_or_else(|| value.clone()),
+                label: text(o, "label")
+                    .or_else(|| text(o, "id"))
+                    .unwrap_or_default(),
                 description: text(o, "description"),
                 checked: chosen.contains(&value.as_str()),
                 value,

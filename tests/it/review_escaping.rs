@@ -94,10 +94,14 @@ async fn hostile_agent_text_is_escaped_everywhere() {
     assert_eq!(p.texts("label[for=f0] .lt"), [H]);
     assert_eq!(p.texts("#f0-desc"), [H]);
     assert_eq!(p.texts("#f1 legend .lt"), [H]);
-    assert_eq!(p.attrs("#f1-0", "value"), [H]);
+    assert_eq!(
+        p.attrs("#f1-0", "value"),
+        ["0"],
+        "options are posted by position"
+    );
     assert_eq!(p.texts("label[for=f1-0] .lt"), [H]);
     assert_eq!(p.texts("#f2 option")[7], H);
-    assert_eq!(p.attrs("#f2 option", "value")[7], H);
+    assert_eq!(p.attrs("#f2 option", "value")[7], "6");
     assert_eq!(p.texts("label[for=f3-0] .lt"), [H]);
     assert_eq!(p.texts("label[for=f4] .lt"), [H]);
     // Reviewer input echoed back on a re-render is escaped too.
@@ -107,7 +111,7 @@ async fn hostile_agent_text_is_escaped_everywhere() {
         &[
             ("decision", "submitted"),
             ("f0", H),
-            ("f1", H),
+            ("f1", "0"),
             ("comment", &"x".repeat(2001)),
         ],
     )
@@ -126,12 +130,12 @@ async fn hostile_agent_text_is_escaped_everywhere() {
         .await;
     let p = get_page(&api, &c.token).await;
     assert_inert(&p, "selection");
-    assert_eq!(p.attrs("#sel-0", "value"), [H]);
+    assert_eq!(p.attrs("#sel-0", "value"), ["0"]);
     assert_eq!(p.texts("label[for=sel-0] .lt"), [H]);
     assert_eq!(p.texts("label[for=sel-0] .choice-desc"), [H]);
     // The hostile id round-trips as data.
     assert_eq!(
-        submit(&api, &c.token, &[("decision", "submitted"), ("sel", H)])
+        submit(&api, &c.token, &[("decision", "submitted"), ("sel", "0")])
             .await
             .status,
         303

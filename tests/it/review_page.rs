@@ -204,7 +204,8 @@ async fn posts_need_a_valid_form_token(kind: StoreKind) {
 
     let ok = submit(&api, &c.token, &[("decision", "submitted")]).await;
     assert_eq!(ok.status, 303);
-    assert_eq!(ok.header("location"), format!("/review/{}", c.token));
+    // Relative to /review/<token>: the same page, now showing the decision.
+    assert_eq!(ok.header("location"), c.token);
     assert_eq!(api.status_of(&c.id).await, "submitted");
 }
 
@@ -268,8 +269,8 @@ async fn invalid_input_rerenders_with_messages_and_records_nothing(kind: StoreKi
             ("f1", "30"),
             ("f2", "lots"),
             ("f3", "2025-13-01T10:00"),
-            ("f4", "a"),
-            ("f4", "b"),
+            ("f4", "0"),
+            ("f4", "1"),
             ("comment", "c".repeat(2001).as_str()),
         ],
     )
@@ -297,7 +298,7 @@ async fn invalid_input_rerenders_with_messages_and_records_nothing(kind: StoreKi
     assert_eq!(p.attrs("#f0", "value"), ["not-an-email"]);
     assert_eq!(p.attrs("#f1", "value"), ["30"]);
     assert_eq!(p.attrs("#f3", "value"), ["2025-13-01T10:00"]);
-    assert_eq!(p.attrs("input[name=f4][checked]", "value"), ["a", "b"]);
+    assert_eq!(p.attrs("input[name=f4][checked]", "value"), ["0", "1"]);
     assert_eq!(p.attrs("#f0", "aria-invalid"), ["true"]);
     let missing = submit(
         &api,
@@ -324,7 +325,7 @@ async fn invalid_input_rerenders_with_messages_and_records_nothing(kind: StoreKi
             ("f1", "3"),
             ("f2", "12.5"),
             ("f3", "2025-12-01T10:00"),
-            ("f4", "b"),
+            ("f4", "1"),
         ],
     )
     .await;
@@ -343,10 +344,10 @@ async fn invalid_input_rerenders_with_messages_and_records_nothing(kind: StoreKi
             "minSelections": 2, "maxSelections": 2}),
         )
         .await;
-    let p = submit(&api, &sel.token, &[("decision", "submitted"), ("sel", "a")]).await;
+    let p = submit(&api, &sel.token, &[("decision", "submitted"), ("sel", "0")]).await;
     assert_eq!(p.status, 422);
     assert_eq!(p.texts(".field.invalid .error"), ["Choose exactly 2."]);
-    assert_eq!(p.attrs("input[name=sel][checked]", "value"), ["a"]);
+    assert_eq!(p.attrs("input[name=sel][checked]", "value"), ["0"]);
 
     let prop = api
         .create("proposal", json!({"message": "m", "proposal": {"t": "x", "n": 1, "s": "out"},
@@ -538,9 +539,9 @@ async fn pages_carry_strict_headers_and_no_inline_code() {
         (&css[0], "text/css; charset=utf-8"),
         (&scripts[0], "text/javascript; charset=utf-8"),
     ] {
-        assert!(url.starts_with("/review/static/"), "{url}");
+        assert!(url.starts_with("static/"), "{url}");
         let r = http()
-            .get(format!("{}{url}", api.base))
+            .get(format!("{}/review/{url}", api.base))
             .send()
             .await
             .unwrap();
@@ -575,4 +576,105 @@ async fn json_route_and_page_agree() {
     let p = get_page(&api, &c.token).await;
     assert!(p.texts("p").concat().contains("“Decline”"));
     let _: Value = api.result(&c.id).await.body;
+}
+
+/// What a browser would post for the form as rendered (no edits), pressing `button`.
+fn as_rendered(p: &Page, button: &str) -> Vec<(String, String)> {
+    let doc = Html::parse_document(&p.html);
+    let sel = Selector::parse("form input, form textarea, form select").unwrap();
+    let mut pairs = Vec::new();
+    for el in doc.select(&sel) {
+        let v = el.value();
+        let (Some(name), false) = (v.attr("name"), v.attr("disabled").is_some()) else {
+            continue;
+        };
+        let value = match (v.name(), v.attr("type")) {
+            ("textarea", _) => el.text().collect(),
+            ("select", _) => {
+                let opt = Selector::parse("option[selected]").unwrap();
+                match el.select(&opt).next() {
+                    Some(o) => o.value().attr("value").unwrap_or("").to_string(),
+                    None => continue,
+                }
+            }
+            (_, Some("checkbox" | "radio")) if v.attr("checked").is_none() => continue,
+            _ => v.attr("value").unwrap_or("").to_string(),
+        };
+        pairs.push((name.to_string(), value));
+    }
+    pairs.push(("decision".into(), button.into()));
+    pairs
+}
+
+/// Every visible control has a `<label for>`.
+fn assert_labelled(p: &Page) {
+    let labelled = p.attrs("label[for]", "for");
+    for id in p.attrs("input:not([type=hidden]), textarea, select", "id") {
+        assert!(labelled.contains(&id), "{id} has no label");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn untouched_forms_post_back_exactly_what_was_shown() {
+    let f = Fixture::new(StoreKind::Memory, 1).await;
+    let api = f.acme();
+    let proposal = json!({"lead": "\n  starts with a line break", "big": 12345678901234567890u64,
+        "neg": -3, "frac": 0.1, "yes": true, "no": false, "list": ["x", "y z"], "empty": "",
+        "multi": "a\nb", "choice": "b", "when": "2025-01-31T14:30:00Z"});
+    let c = api
+        .create(
+            "proposal",
+            json!({"message": "m", "proposal": proposal,
+            "requestedSchema": {"type": "object", "properties": {
+                "choice": {"type": "string", "enum": ["a", "b"]},
+                "when": {"type": "string", "format": "date-time"}}}}),
+        )
+        .await;
+    let p = get_page(&api, &c.token).await;
+    assert_labelled(&p);
+    let mut pairs = as_rendered(&p, "submitted");
+    pairs.retain(|(k, _)| k != "csrf");
+    let pairs: Vec<(&str, &str)> = pairs
+        .iter()
+        .map(|(k, v)| (k.as_str(), v.as_str()))
+        .collect();
+    let r = submit(&api, &c.token, &pairs).await;
+    assert_eq!(r.status, 303, "{}", r.html);
+    let r = api.result(&c.id).await;
+    assert_eq!(r.body["values"], proposal, "types and values round-trip");
+
+    let defaults = json!({"t": "hello", "n": 4, "x": 2.5, "b": true, "c": "y", "m": ["q"],
+        "d": "2025-02-03", "dt": "2025-02-03T04:05:06Z"});
+    let c = api
+        .create("approval", json!({"message": "m", "requestedSchema": {"type": "object", "properties": {
+            "t": {"type": "string", "default": "hello"}, "n": {"type": "integer", "default": 4},
+            "x": {"type": "number", "default": 2.5}, "b": {"type": "boolean", "default": true},
+            "c": {"type": "string", "enum": ["x", "y"], "default": "y"},
+            "m": {"type": "array", "items": {"enum": ["p", "q"]}, "default": ["q"]},
+            "d": {"type": "string", "format": "date", "default": "2025-02-03"},
+            "dt": {"type": "string", "format": "date-time", "default": "2025-02-03T04:05:06Z"},
+            "blank": {"type": "string"}, "pick": {"type": "string", "enum": ["1", "2", "3", "4", "5", "6", "7"]}}}}))
+        .await;
+    let p = get_page(&api, &c.token).await;
+    assert_labelled(&p);
+    let mut pairs = as_rendered(&p, "submitted");
+    pairs.retain(|(k, _)| k != "csrf");
+    let pairs: Vec<(&str, &str)> = pairs
+        .iter()
+        .map(|(k, v)| (k.as_str(), v.as_str()))
+        .collect();
+    assert_eq!(submit(&api, &c.token, &pairs).await.status, 303);
+    let r = api.result(&c.id).await;
+    assert_eq!(
+        r.body["formSubmission"], defaults,
+        "defaults pre-filled; empty optional = absent"
+    );
+
+    let c = api
+        .create(
+            "selection",
+            json!({"message": "m", "options": [{"id": "a", "label": "A"}, {"id": "b"}]}),
+        )
+        .await;
+    assert_labelled(&get_page(&api, &c.token).await);
 }
