@@ -148,7 +148,7 @@ impl Raw {
     /// From the posted form, so a re-rendered page keeps what the reviewer typed.
     pub fn from_form(form: &FormData, name: &str) -> Raw {
         Raw {
-            text: super::form::normalise_newlines(form.get(name).unwrap_or_default()),
+            text: super::text::normalise_newlines(form.get(name).unwrap_or_default()),
             list: form.all(name).map(str::to_string).collect(),
             checked: form.has(name),
             positional: true,

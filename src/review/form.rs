@@ -17,6 +17,7 @@
 
 use serde_json::{Map, Number, Value};
 
+use super::text::{datetime_local_to_utc, normalise_newlines};
 use crate::model::{
     schema::{ChoiceOption, Field, FieldError, FieldKind, RequestedSchema, TextFormat},
     Decision, DecisionInput, Kind, Spec,
@@ -269,28 +270,6 @@ fn parse_number(text: &str, integer: bool) -> Result<Value, String> {
         .ok_or_else(|| "must be a number".into())
 }
 
-/// `2025-01-31T14:30` (what `<input type=datetime-local>` sends) → `2025-01-31T14:30:00Z`.
-/// Values that already carry a zone, or are not of that shape, pass through for validation.
-pub fn datetime_local_to_utc(s: &str) -> String {
-    let Some((date, time)) = s.split_once(['T', 't']) else {
-        return s.to_string();
-    };
-    let zoned = time.ends_with(['Z', 'z']) || time.contains(['+', '-']);
-    if zoned || date.len() != 10 {
-        return s.to_string();
-    }
-    match time.len() {
-        5 => format!("{date}T{time}:00Z"),
-        n if n >= 8 => format!("{date}T{time}Z"),
-        _ => s.to_string(),
-    }
-}
-
-/// Browsers send textarea line breaks as CRLF.
-pub fn normalise_newlines(s: &str) -> String {
-    s.replace("\r\n", "\n")
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -395,7 +374,7 @@ mod tests {
     }
 
     #[test]
-    fn numbers_and_datetimes() {
+    fn numbers() {
         assert_eq!(parse_number(" 42 ", false).unwrap(), json!(42));
         assert_eq!(parse_number("-1.25", false).unwrap(), json!(-1.25));
         assert_eq!(
@@ -404,14 +383,5 @@ mod tests {
         );
         assert!(parse_number("NaN", false).is_err());
         assert!(parse_number("", false).is_err());
-        assert_eq!(
-            datetime_local_to_utc("2025-01-31T14:30:15"),
-            "2025-01-31T14:30:15Z"
-        );
-        assert_eq!(
-            datetime_local_to_utc("2025-01-31T14:30:00+02:00"),
-            "2025-01-31T14:30:00+02:00"
-        );
-        assert_eq!(datetime_local_to_utc("junk"), "junk");
     }
 }

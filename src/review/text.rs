@@ -1,5 +1,6 @@
-//! Text shown on the page that the server formats: times, the countdown and the
-//! pretty-printed `context`. Pure functions; the output is escaped by the templates.
+//! Text the server formats for the page (times, the countdown, the pretty-printed `context`) and
+//! the browser conventions it undoes on the way back (CRLF line breaks, zone-less
+//! `datetime-local` values). Pure functions; the output is escaped by the templates.
 
 /// `2025-01-31 14:30 UTC`.
 pub fn human_time(ms: i64) -> String {
@@ -75,6 +76,28 @@ pub fn pretty_json(raw: &str) -> String {
     out
 }
 
+/// `2025-01-31T14:30` (what `<input type=datetime-local>` sends) → `2025-01-31T14:30:00Z`.
+/// Values that already carry a zone, or are not of that shape, pass through for validation.
+pub fn datetime_local_to_utc(s: &str) -> String {
+    let Some((date, time)) = s.split_once(['T', 't']) else {
+        return s.to_string();
+    };
+    let zoned = time.ends_with(['Z', 'z']) || time.contains(['+', '-']);
+    if zoned || date.len() != 10 {
+        return s.to_string();
+    }
+    match time.len() {
+        5 => format!("{date}T{time}:00Z"),
+        n if n >= 8 => format!("{date}T{time}Z"),
+        _ => s.to_string(),
+    }
+}
+
+/// Browsers send textarea line breaks as CRLF.
+pub fn normalise_newlines(s: &str) -> String {
+    s.replace("\r\n", "\n")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -96,5 +119,23 @@ mod tests {
         assert_eq!(remaining_text(3_600_000), "1 h 0 min");
         assert_eq!(remaining_text(2 * 86_400_000 + 3 * 3_600_000), "2 d 3 h");
         assert_eq!(human_time(0), "1970-01-01 00:00 UTC");
+    }
+
+    #[test]
+    fn datetime_local_is_read_as_utc() {
+        assert_eq!(
+            datetime_local_to_utc("2025-01-31T14:30"),
+            "2025-01-31T14:30:00Z"
+        );
+        assert_eq!(
+            datetime_local_to_utc("2025-01-31T14:30:15"),
+            "2025-01-31T14:30:15Z"
+        );
+        assert_eq!(
+            datetime_local_to_utc("2025-01-31T14:30:00+02:00"),
+            "2025-01-31T14:30:00+02:00"
+        );
+        assert_eq!(datetime_local_to_utc("junk"), "junk");
+        assert_eq!(normalise_newlines("a\r\nb\n"), "a\nb\n");
     }
 }

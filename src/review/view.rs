@@ -263,7 +263,7 @@ pub fn review_page(view: &ReviewView, token: &str, csrf: String, re: Resubmit<'_
         comment: re
             .form
             .and_then(|f| f.get("comment"))
-            .map(super::form::normalise_newlines)
+            .map(super::text::normalise_newlines)
             .unwrap_or_default(),
         comment_error,
         submit_label: spec.labels.submit.clone(),
