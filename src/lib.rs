@@ -9,6 +9,8 @@
 //! - [`wake`]: the per-replica waiter hub that wakes parked `await` calls.
 //! - [`service`]: the business layer all surfaces call.
 //! - [`api`]: the REST adapter, probes and the OpenAPI document.
+//! - [`review`]: the human review page (`/review/{token}`): askama templates in `templates/`,
+//!   CSRF and origin checks, form → decision conversion.
 //! - [`mcp`]: the MCP adapter (Streamable HTTP at `/mcp`, and stdio).
 //! - [`telemetry`]: logging, request ids, metrics.
 //! - [`server`]: wiring and graceful shutdown.
@@ -18,6 +20,7 @@ pub mod config;
 pub mod error;
 pub mod mcp;
 pub mod model;
+pub mod review;
 pub mod server;
 pub mod service;
 pub mod store;

@@ -55,7 +55,9 @@ pub async fn build(config: Config) -> Result<Service, Box<dyn std::error::Error 
 /// moves it to its own listener (`ELICITD_METRICS_LISTEN`).
 pub fn app(service: Service) -> Router {
     let separate_metrics = service.config.metrics_listen.is_some();
-    let mut router = api::router(service.clone()).merge(crate::mcp::router(service.clone()));
+    let mut router = api::router(service.clone())
+        .merge(crate::mcp::router(service.clone()))
+        .merge(crate::review::router(service));
     if !separate_metrics {
         router = router.merge(metrics_router());
     }

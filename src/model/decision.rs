@@ -71,6 +71,8 @@ impl DecisionInput {
             values: None,
             comment,
         };
+        // Comment problems must not hide field problems: the reviewer should see all at once.
+        let comment_errors = errs.len();
         let submitted = self.decision == Decision::Submitted;
         let allowed = |field: &str, present: bool, ok: bool, errs: &mut Vec<FieldError>| {
             if present && !ok {
@@ -103,7 +105,7 @@ impl DecisionInput {
             submitted && spec.kind == Kind::Proposal,
             &mut errs,
         );
-        if submitted && errs.is_empty() {
+        if submitted && errs.len() == comment_errors {
             match spec.kind {
                 Kind::Approval if form => match (self.form_submission, spec.schema()) {
                     (Some(sub), Some(schema)) => match schema.validate_values(&sub, true) {
@@ -334,5 +336,14 @@ mod tests {
         assert!(input(json!({"decision": "declined", "comment": long}))
             .validate(&s)
             .is_err());
+        let both = input(json!({"decision": "submitted", "comment": long, "formSubmission": {}}))
+            .validate(&s)
+            .unwrap_err();
+        let fields: Vec<&str> = both.details().iter().map(|d| d.field.as_str()).collect();
+        assert_eq!(
+            fields,
+            ["comment", "email"],
+            "a long comment does not hide field errors"
+        );
     }
 }

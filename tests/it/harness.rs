@@ -9,6 +9,8 @@ use std::{
     time::{Duration, Instant},
 };
 
+pub mod browser;
+
 use elicitd::{config::Config, server, service::Service};
 use serde_json::{json, Value};
 use tokio::{sync::oneshot, task::JoinHandle};

@@ -8,4 +8,7 @@ mod api_races;
 mod mcp;
 mod ops;
 mod redis_store;
+mod review_browser;
+mod review_escaping;
+mod review_page;
 mod wake;

@@ -1,0 +1,301 @@
+//! The human review page: `GET /review/{token}` renders, `POST /review/{token}` decides, and
+//! `/review/static/*` serves the stylesheet and the (optional) script.
+//!
+//! Invariants:
+//! - `GET` never changes state; it only appends a `viewed` audit event for a real token (and a
+//!   failure to record it never fails the page).
+//! - A decision is recorded only by a `POST` that passes the origin checks and carries a valid
+//!   form token ([`csrf`]), and then only through [`Service::decide`], which validates it
+//!   exactly like the JSON route. Invalid input re-renders the form (422) with the values kept
+//!   and records nothing.
+//! - An unknown or malformed token is a 404 page with no details, before any other check.
+//! - Every response carries a strict CSP (no inline script or style), `no-referrer`, `nosniff`,
+//!   `frame-ancestors 'none'`; pages are `no-store`, versioned static files are cached for a
+//!   year. Agent-supplied text only ever reaches the templates as escaped text.
+
+pub mod controls;
+pub mod csrf;
+pub mod form;
+pub mod text;
+pub mod view;
+
+use askama::Template;
+use axum::{
+    body::Bytes,
+    extract::{rejection::BytesRejection, DefaultBodyLimit, Path, State},
+    http::{header, HeaderMap, HeaderValue, StatusCode},
+    middleware,
+    response::{Html, IntoResponse, Redirect, Response},
+    routing::get,
+    Router,
+};
+
+use self::{
+    csrf::Refusal,
+    form::{BadForm, FormData},
+    view::{Notice, Resubmit},
+};
+use crate::{
+    error::Error,
+    model::{local_now_ms, schema::FieldError, Status},
+    service::Service,
+    store::ReviewView,
+};
+
+/// Content-Security-Policy of every review response: same-origin files only, nothing inline.
+pub const CSP: &str = "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; \
+    form-action 'self'; frame-ancestors 'none'; base-uri 'none'";
+
+/// The review routes, with the security headers and the body limit applied.
+pub fn router(service: Service) -> Router {
+    let limit = service.config.max_body_bytes;
+    Router::new()
+        .route("/review/{token}", get(show).post(submit))
+        .route("/review/static/{file}", get(asset))
+        .layer(DefaultBodyLimit::max(limit))
+        .layer(middleware::map_response(security_headers))
+        .with_state(service)
+}
+
+async fn security_headers(mut res: Response) -> Response {
+    let h = res.headers_mut();
+    for (name, value) in [
+        ("content-security-policy", CSP),
+        ("referrer-policy", "no-referrer"),
+        ("x-content-type-options", "nosniff"),
+        ("x-frame-options", "DENY"),
+        ("cross-origin-opener-policy", "same-origin"),
+        ("x-robots-tag", "noindex, nofollow"),
+    ] {
+        h.insert(name, HeaderValue::from_static(value));
+    }
+    h.entry(header::CACHE_CONTROL)
+        .or_insert(HeaderValue::from_static("no-store"));
+    res
+}
+
+async fn asset(Path(file): Path<String>) -> Response {
+    let (body, content_type) = match file.as_str() {
+        "review.css" => (view::CSS, "text/css; charset=utf-8"),
+        "review.js" => (view::JS, "text/javascript; charset=utf-8"),
+        _ => return not_found(),
+    };
+    (
+        [
+            (header::CONTENT_TYPE, content_type),
+            (header::CACHE_CONTROL, "public, max-age=31536000, immutable"),
+        ],
+        body,
+    )
+        .into_response()
+}
+
+/// Render a template; a template failure is logged and answered with a bare 500.
+fn page(status: StatusCode, t: &impl Template) -> Response {
+    match t.render() {
+        Ok(html) => (status, Html(html)).into_response(),
+        Err(e) => {
+            tracing::error!(error = %e, "review template failed to render");
+            (StatusCode::INTERNAL_SERVER_ERROR, "internal error").into_response()
+        }
+    }
+}
+
+fn not_found() -> Response {
+    let n = Notice::error(
+        "Link not valid",
+        &["This review link is not valid. Check that you opened the whole link you were sent."],
+        None,
+    );
+    page(StatusCode::NOT_FOUND, &n)
+}
+
+/// The page for a failed service call (no details for the reviewer; the log has them).
+fn error_page(e: Error) -> Response {
+    match e {
+        Error::NotFound => not_found(),
+        Error::Unavailable(source) => {
+            tracing::warn!(error = %source, "review page: storage unavailable");
+            let n = Notice::error(
+                "Temporarily unavailable",
+                &["The service cannot be reached right now. Please try again in a moment."],
+                None,
+            );
+            let mut r = page(StatusCode::SERVICE_UNAVAILABLE, &n);
+            r.headers_mut()
+                .insert(header::RETRY_AFTER, HeaderValue::from_static("2"));
+            r
+        }
+        other => {
+            tracing::error!(error = %other, source = ?std::error::Error::source(&other), "review page failed");
+            let n = Notice::error(
+                "Something went wrong",
+                &["Your decision could not be handled. Please try again later."],
+                None,
+            );
+            page(StatusCode::INTERNAL_SERVER_ERROR, &n)
+        }
+    }
+}
+
+fn refused(token: &str, why: Refusal) -> Response {
+    let line = match why {
+        Refusal::CrossSite => "This form was not sent from the review page, so it was ignored.",
+        _ => "This form could not be verified, so it was ignored.",
+    };
+    let n = Notice::error(
+        "Request refused",
+        &[
+            line,
+            "Nothing was recorded. Open the request again to decide.",
+        ],
+        Some(token.to_string()),
+    );
+    page(StatusCode::FORBIDDEN, &n)
+}
+
+fn bad_form(token: &str, why: &str) -> Response {
+    let n = Notice::error(
+        "The form could not be read",
+        &[
+            why,
+            "Nothing was recorded. Open the request again to decide.",
+        ],
+        Some(token.to_string()),
+    );
+    page(StatusCode::BAD_REQUEST, &n)
+}
+
+fn now_s() -> i64 {
+    local_now_ms() / 1000
+}
+
+/// The page of `view`: the form while pending, else its state.
+fn render(
+    s: &Service,
+    token: &str,
+    view: &ReviewView,
+    status: StatusCode,
+    re: Resubmit,
+) -> Response {
+    if view.status == Status::Pending {
+        let csrf = csrf::issue(&s.config.secret, token, now_s());
+        page(status, &view::review_page(view, token, csrf, re))
+    } else {
+        let code = match (status.is_success(), view.status) {
+            (true, _) => StatusCode::OK,
+            (false, Status::Expired) => StatusCode::GONE,
+            (false, _) => StatusCode::CONFLICT,
+        };
+        page(code, &view::state_page(view))
+    }
+}
+
+async fn show(State(s): State<Service>, Path(token): Path<String>) -> Response {
+    let view = match s.review(&token).await {
+        Ok(v) => v,
+        Err(e) => return error_page(e),
+    };
+    if let Err(e) = s.record_view(&token, view.id).await {
+        tracing::debug!(error = %e, "could not record a review page view");
+    }
+    render(&s, &token, &view, StatusCode::OK, Resubmit::default())
+}
+
+async fn submit(
+    State(s): State<Service>,
+    Path(token): Path<String>,
+    headers: HeaderMap,
+    body: Result<Bytes, BytesRejection>,
+) -> Response {
+    let view = match s.review(&token).await {
+        Ok(v) => v,
+        Err(e) => return error_page(e),
+    };
+    let public_origin = csrf::origin_of(&s.config.public_url).unwrap_or_default();
+    if let Err(why) = csrf::check_origin(&headers, &public_origin) {
+        return refused(&token, why);
+    }
+    let urlencoded = headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.starts_with("application/x-www-form-urlencoded"));
+    let body = match body {
+        Ok(b) if urlencoded => b,
+        Ok(_) => return bad_form(&token, "The form was not sent as a web form."),
+        Err(e) if e.status() == StatusCode::PAYLOAD_TOO_LARGE => {
+            return bad_form(&token, "The form is too large.")
+        }
+        Err(_) => return bad_form(&token, "The form did not arrive completely."),
+    };
+    let form = match FormData::parse(&body) {
+        Ok(f) => f,
+        Err(e) => return bad_form(&token, &sentence_of(&e)),
+    };
+    let mut notice = None;
+    match csrf::verify(&s.config.secret, &token, form.get("csrf"), now_s()) {
+        Ok(()) => {}
+        // A genuine but stale form: show it again, values kept, with a fresh token.
+        Err(Refusal::Expired) => {
+            notice = Some(
+                "This page was open for a long time, so nothing was recorded yet. \
+                 Please check your answers and send them again."
+                    .to_string(),
+            )
+        }
+        Err(why) => return refused(&token, why),
+    }
+    if view.status != Status::Pending {
+        return render(&s, &token, &view, StatusCode::CONFLICT, Resubmit::default());
+    }
+    let again = |errors: &[FieldError], notice: Option<String>, status| {
+        let re = Resubmit {
+            form: Some(&form),
+            errors,
+            notice,
+        };
+        render(&s, &token, &view, status, re)
+    };
+    if notice.is_some() {
+        return again(&[], notice, StatusCode::FORBIDDEN);
+    }
+    let parsed = match form::to_decision(&view.spec, &form) {
+        Ok(p) => p,
+        Err(e) => return bad_form(&token, &sentence_of(&e)),
+    };
+    if !parsed.errors.is_empty() {
+        // Fields that did not even convert; validate the rest (pure, records nothing) so the
+        // reviewer sees every problem at once.
+        let mut errors = parsed.errors;
+        if let Err(e) = parsed.input.validate(&view.spec) {
+            for d in e.details() {
+                if !errors.iter().any(|x| x.field == d.field) {
+                    errors.push(d.clone());
+                }
+            }
+        }
+        return again(&errors, None, StatusCode::UNPROCESSABLE_ENTITY);
+    }
+    match s.decide(&token, parsed.input).await {
+        // Relative: back to this same page, which now shows the decision.
+        Ok(_) => Redirect::to(&token).into_response(),
+        Err(e @ Error::InvalidDecision { .. }) => {
+            again(e.details(), None, StatusCode::UNPROCESSABLE_ENTITY)
+        }
+        Err(Error::AlreadyDecided | Error::Canceled | Error::Expired) => {
+            match s.review(&token).await {
+                Ok(now) => render(&s, &token, &now, StatusCode::CONFLICT, Resubmit::default()),
+                Err(e) => error_page(e),
+            }
+        }
+        Err(e) => error_page(e),
+    }
+}
+
+fn sentence_of(e: &BadForm) -> String {
+    let mut s = e.to_string();
+    if let Some(first) = s.get(0..1) {
+        s.replace_range(0..1, &first.to_uppercase());
+    }
+    format!("{s}.")
+}

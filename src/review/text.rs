@@ -1,0 +1,141 @@
+//! Text the server formats for the page (times, the countdown, the pretty-printed `context`) and
+//! the browser conventions it undoes on the way back (CRLF line breaks, zone-less
+//! `datetime-local` values). Pure functions; the output is escaped by the templates.
+
+/// `2025-01-31 14:30 UTC`.
+pub fn human_time(ms: i64) -> String {
+    chrono::DateTime::from_timestamp_millis(ms)
+        .unwrap_or_default()
+        .format("%Y-%m-%d %H:%M UTC")
+        .to_string()
+}
+
+/// `2 d 3 h`, `3 h 12 min`, `4 min 05 s`, `9 s` (the script uses the same format).
+pub fn remaining_text(ms: i64) -> String {
+    let s = (ms.max(0) + 999) / 1000;
+    let (d, h, m, sec) = (s / 86400, s / 3600 % 24, s / 60 % 60, s % 60);
+    match () {
+        _ if d > 0 => format!("{d} d {h} h"),
+        _ if h > 0 => format!("{h} h {m} min"),
+        _ if m > 0 => format!("{m} min {sec:02} s"),
+        _ => format!("{sec} s"),
+    }
+}
+
+/// Re-indent a valid JSON text two spaces per level, copying every string and number token
+/// exactly as sent (so `1.50`, `2e3` and 30-digit integers are shown as the agent wrote them).
+pub fn pretty_json(raw: &str) -> String {
+    let mut out = String::with_capacity(raw.len() * 2);
+    let mut depth = 0usize;
+    let (mut in_str, mut escaped) = (false, false);
+    let mut chars = raw.chars().peekable();
+    let newline = |out: &mut String, depth: usize| {
+        out.push('\n');
+        out.extend(std::iter::repeat_n("  ", depth));
+    };
+    while let Some(ch) = chars.next() {
+        if in_str {
+            out.push(ch);
+            match (escaped, ch) {
+                (true, _) => escaped = false,
+                (false, '\\') => escaped = true,
+                (false, '"') => in_str = false,
+                _ => {}
+            }
+            continue;
+        }
+        match ch {
+            '"' => {
+                in_str = true;
+                out.push(ch);
+            }
+            '{' | '[' => {
+                out.push(ch);
+                while chars.next_if(|c| c.is_whitespace()).is_some() {}
+                if let Some(close) = chars.next_if(|c| matches!(c, '}' | ']')) {
+                    out.push(close);
+                } else {
+                    depth += 1;
+                    newline(&mut out, depth);
+                }
+            }
+            '}' | ']' => {
+                depth = depth.saturating_sub(1);
+                newline(&mut out, depth);
+                out.push(ch);
+            }
+            ',' => {
+                out.push(ch);
+                newline(&mut out, depth);
+            }
+            ':' => out.push_str(": "),
+            c if c.is_whitespace() => {}
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+/// `2025-01-31T14:30` (what `<input type=datetime-local>` sends) → `2025-01-31T14:30:00Z`.
+/// Values that already carry a zone, or are not of that shape, pass through for validation.
+pub fn datetime_local_to_utc(s: &str) -> String {
+    let Some((date, time)) = s.split_once(['T', 't']) else {
+        return s.to_string();
+    };
+    let zoned = time.ends_with(['Z', 'z']) || time.contains(['+', '-']);
+    if zoned || date.len() != 10 {
+        return s.to_string();
+    }
+    match time.len() {
+        5 => format!("{date}T{time}:00Z"),
+        n if n >= 8 => format!("{date}T{time}Z"),
+        _ => s.to_string(),
+    }
+}
+
+/// Browsers send textarea line breaks as CRLF.
+pub fn normalise_newlines(s: &str) -> String {
+    s.replace("\r\n", "\n")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pretty_json_keeps_tokens_verbatim() {
+        let raw = r#"{"z":1,"a":[1.50, 2e3,{"k":null}],"e":{},"l":[ ],"s":"a,b:{\"}","n":123456789012345678901234567890}"#;
+        let want = "{\n  \"z\": 1,\n  \"a\": [\n    1.50,\n    2e3,\n    {\n      \"k\": null\n    }\n  ],\n  \"e\": {},\n  \"l\": [],\n  \"s\": \"a,b:{\\\"}\",\n  \"n\": 123456789012345678901234567890\n}";
+        assert_eq!(pretty_json(raw), want);
+        assert_eq!(pretty_json("\"<b>\""), "\"<b>\"");
+        assert_eq!(pretty_json("7"), "7");
+    }
+
+    #[test]
+    fn times() {
+        assert_eq!(remaining_text(0), "0 s");
+        assert_eq!(remaining_text(9_001), "10 s");
+        assert_eq!(remaining_text(245_000), "4 min 05 s");
+        assert_eq!(remaining_text(3_600_000), "1 h 0 min");
+        assert_eq!(remaining_text(2 * 86_400_000 + 3 * 3_600_000), "2 d 3 h");
+        assert_eq!(human_time(0), "1970-01-01 00:00 UTC");
+    }
+
+    #[test]
+    fn datetime_local_is_read_as_utc() {
+        assert_eq!(
+            datetime_local_to_utc("2025-01-31T14:30"),
+            "2025-01-31T14:30:00Z"
+        );
+        assert_eq!(
+            datetime_local_to_utc("2025-01-31T14:30:15"),
+            "2025-01-31T14:30:15Z"
+        );
+        assert_eq!(
+            datetime_local_to_utc("2025-01-31T14:30:00+02:00"),
+            "2025-01-31T14:30:00+02:00"
+        );
+        assert_eq!(datetime_local_to_utc("junk"), "junk");
+        assert_eq!(normalise_newlines("a\r\nb\n"), "a\nb\n");
+    }
+}
