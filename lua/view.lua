@@ -2,8 +2,13 @@
 -- KEYS[1] record hash   KEYS[2] audit list
 -- ARGV[1] review token hash   ARGV[2] actor
 -- Returns {"ok"} or {"err", "not_found"}. Clock: Redis TIME. Publishes nothing.
+-- Views are recorded only while the audit list is shorter than 200 entries, so whoever holds
+-- the link cannot grow the record without bound by reloading the page.
 if redis.call('HGET', KEYS[1], 'token_hash') ~= ARGV[1] then
   return {'err', 'not_found'}
+end
+if redis.call('LLEN', KEYS[2]) >= 200 then
+  return {'ok'}
 end
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)

@@ -70,6 +70,26 @@ pub struct Cli {
     /// 127.0.0.1 and ::1 are always allowed; add the names clients use (Service, Ingress).
     #[arg(long, env = "ELICITD_MCP_ALLOWED_HOSTS")]
     pub mcp_allowed_hosts: Option<String>,
+    /// Creates per second per tenant on this replica (burst: twice that); 0 = unlimited.
+    #[arg(long, env = "ELICITD_CREATE_RATE_PER_SEC", default_value_t = 500)]
+    pub create_rate_per_sec: u32,
+    /// Wrong review tokens per minute from one address before it is refused for a minute;
+    /// 0 = no brake.
+    #[arg(long, env = "ELICITD_REVIEW_FAILURES_PER_MIN", default_value_t = 30)]
+    pub review_failures_per_min: u32,
+    /// Most simultaneous client connections per replica; more wait in the accept backlog.
+    #[arg(long, env = "ELICITD_MAX_CONNECTIONS", default_value_t = 10_000)]
+    pub max_connections: usize,
+    /// Seconds a client may take to send its request headers (slow-loris protection).
+    #[arg(long, env = "ELICITD_HEADER_TIMEOUT_SECS", default_value_t = 10)]
+    pub header_timeout_secs: u64,
+    /// Seconds a client may take to send a request body.
+    #[arg(long, env = "ELICITD_BODY_TIMEOUT_SECS", default_value_t = 30)]
+    pub body_timeout_secs: u64,
+    /// Take the client address for per-address limits from the last `X-Forwarded-For` entry
+    /// (the one your ingress appends). Only behind a trusted proxy.
+    #[arg(long, env = "ELICITD_TRUST_FORWARDED_FOR", default_value_t = false)]
+    pub trust_forwarded_for: bool,
     /// Number of multiplexed Redis command connections (1–64).
     #[arg(long, env = "ELICITD_REDIS_POOL_SIZE", default_value_t = 4)]
     pub redis_pool_size: usize,
@@ -106,6 +126,12 @@ pub struct Config {
     pub max_body_bytes: usize,
     pub redis_pool_size: usize,
     pub metrics_listen: Option<SocketAddr>,
+    pub create_rate_per_sec: u32,
+    pub review_failures_per_min: u32,
+    pub max_connections: usize,
+    pub header_timeout: Duration,
+    pub body_timeout: Duration,
+    pub trust_forwarded_for: bool,
     /// Hosts `/mcp` accepts (see the flag).
     pub mcp_allowed_hosts: Vec<String>,
     /// Set when the key was generated at start (printed once by `main`).
@@ -174,6 +200,16 @@ impl Config {
                 "ELICITD_MAX_BODY_BYTES must be at least 81920 (a 64 KiB context must fit)",
             ));
         }
+        if cli.max_connections == 0 {
+            return Err(bad("ELICITD_MAX_CONNECTIONS must be at least 1"));
+        }
+        if !(1..=300).contains(&cli.header_timeout_secs)
+            || !(1..=300).contains(&cli.body_timeout_secs)
+        {
+            return Err(bad(
+                "ELICITD_HEADER_TIMEOUT_SECS and ELICITD_BODY_TIMEOUT_SECS must be 1–300",
+            ));
+        }
         if !(1..=64).contains(&cli.redis_pool_size) {
             return Err(bad("ELICITD_REDIS_POOL_SIZE must be 1–64"));
         }
@@ -210,6 +246,12 @@ impl Config {
             max_body_bytes: cli.max_body_bytes,
             redis_pool_size: cli.redis_pool_size,
             metrics_listen: cli.metrics_listen,
+            create_rate_per_sec: cli.create_rate_per_sec,
+            review_failures_per_min: cli.review_failures_per_min,
+            max_connections: cli.max_connections,
+            header_timeout: Duration::from_secs(cli.header_timeout_secs),
+            body_timeout: Duration::from_secs(cli.body_timeout_secs),
+            trust_forwarded_for: cli.trust_forwarded_for,
             mcp_allowed_hosts,
             generated_key,
             min_expires_secs: crate::model::request::MIN_EXPIRES_SECS,

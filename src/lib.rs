@@ -8,6 +8,7 @@
 //! - [`store`]: the storage contract, the Redis store (Lua scripts in `lua/`) and the memory store.
 //! - [`wake`]: the per-replica waiter hub that wakes parked `await` calls.
 //! - [`service`]: the business layer all surfaces call.
+//! - [`limits`]: per-replica abuse limits (create rate, wrong review tokens).
 //! - [`api`]: the REST adapter, probes and the OpenAPI document.
 //! - [`review`]: the human review page (`/review/{token}`): askama templates in `templates/`,
 //!   CSRF and origin checks, form → decision conversion.
@@ -18,6 +19,7 @@
 pub mod api;
 pub mod config;
 pub mod error;
+pub mod limits;
 pub mod mcp;
 pub mod model;
 pub mod review;

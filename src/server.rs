@@ -2,21 +2,31 @@
 //!
 //! Shutdown order (SIGTERM/SIGINT or the given future): the listener stops accepting, every
 //! parked `await` is released at once with its current status (clients call again and land on
-//! another replica), in-flight requests finish, then `serve` returns.
+//! another replica), in-flight requests finish (up to 30 s), then `serve` returns.
 
-use std::{future::Future, sync::Arc, time::Duration};
+use std::{future::Future, net::IpAddr, sync::Arc, time::Duration};
 
 use axum::{
+    extract::Request,
     http::{header, StatusCode},
     response::IntoResponse,
     routing::get,
     Router,
 };
-use tokio::net::TcpListener;
+use hyper::body::Incoming;
+use hyper_util::{
+    rt::{TokioExecutor, TokioIo, TokioTimer},
+    server::{conn::auto::Builder as ConnBuilder, graceful::GracefulShutdown},
+    service::TowerToHyperService,
+};
+use tokio::{net::TcpListener, sync::Semaphore};
+use tower::ServiceExt;
+use tower_http::timeout::RequestBodyTimeoutLayer;
 
 use crate::{
     api,
     config::Config,
+    limits::ClientAddr,
     service::Service,
     store::{
         memory::MemoryStore,
@@ -84,24 +94,96 @@ pub fn metrics_router() -> Router {
     )
 }
 
+/// How long graceful shutdown waits for in-flight requests before giving up.
+const DRAIN_TIMEOUT: Duration = Duration::from_secs(30);
+
 /// Serve until `shutdown` resolves, then drain as described in the module docs.
+///
+/// Our own accept loop (hyper-util) instead of `axum::serve`, for what a public service needs:
+/// a cap on simultaneous connections (extra ones wait in the kernel backlog), a header read
+/// timeout against slow-loris clients, and the client address for per-address limits.
 pub async fn serve(
     listener: TcpListener,
     service: Service,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
     let hub = service.hub.clone();
-    let app = app(service);
-    axum::serve(listener, app)
-        .with_graceful_shutdown(async move {
-            shutdown.await;
-            tracing::info!(
-                parked = hub.parked(),
-                "shutting down: releasing parked awaits"
-            );
-            hub.shutdown();
-        })
+    let config = service.config.clone();
+    let app = app(service).layer(RequestBodyTimeoutLayer::new(config.body_timeout));
+    let mut builder = ConnBuilder::new(TokioExecutor::new());
+    builder
+        .http1()
+        .timer(TokioTimer::new())
+        .header_read_timeout(config.header_timeout);
+    builder.http2().timer(TokioTimer::new());
+    let graceful = GracefulShutdown::new();
+    let slots = Arc::new(Semaphore::new(config.max_connections));
+    let trust_xff = config.trust_forwarded_for;
+    tokio::pin!(shutdown);
+    loop {
+        let permit = tokio::select! {
+            p = slots.clone().acquire_owned() => match p {
+                Ok(p) => p,
+                Err(_) => break,
+            },
+            _ = &mut shutdown => break,
+        };
+        let (stream, peer) = tokio::select! {
+            r = listener.accept() => match r {
+                Ok(conn) => conn,
+                Err(e) => {
+                    // Per-connection failures (reset before accept) and fd exhaustion: log,
+                    // breathe, keep serving.
+                    tracing::warn!(error = %e, "accept failed");
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                    continue;
+                }
+            },
+            _ = &mut shutdown => break,
+        };
+        let _ = stream.set_nodelay(true);
+        let app = app.clone();
+        let svc = tower::service_fn(move |mut req: Request<Incoming>| {
+            let ip = trust_xff
+                .then(|| forwarded_for(&req))
+                .flatten()
+                .unwrap_or(peer.ip());
+            req.extensions_mut().insert(ClientAddr(ip));
+            app.clone().oneshot(req)
+        });
+        let conn = builder
+            .serve_connection_with_upgrades(TokioIo::new(stream), TowerToHyperService::new(svc));
+        let conn = graceful.watch(conn.into_owned());
+        tokio::spawn(async move {
+            if let Err(e) = conn.await {
+                tracing::debug!(error = %e, "connection ended with an error");
+            }
+            drop(permit);
+        });
+    }
+    drop(listener);
+    tracing::info!(
+        parked = hub.parked(),
+        "shutting down: releasing parked awaits"
+    );
+    hub.shutdown();
+    if tokio::time::timeout(DRAIN_TIMEOUT, graceful.shutdown())
         .await
+        .is_err()
+    {
+        tracing::warn!("connections still open after the drain timeout; exiting anyway");
+    }
+    Ok(())
+}
+
+/// The last `X-Forwarded-For` address (the one the nearest proxy appended).
+fn forwarded_for<B>(req: &Request<B>) -> Option<IpAddr> {
+    let v = req
+        .headers()
+        .get_all("x-forwarded-for")
+        .iter()
+        .next_back()?;
+    v.to_str().ok()?.rsplit(',').next()?.trim().parse().ok()
 }
 
 /// Resolves on SIGTERM or SIGINT.

@@ -10,6 +10,7 @@ use tokio::time::Instant;
 use crate::{
     config::Config,
     error::{Error, Result},
+    limits::Limits,
     model::{
         request::ValidCreate, rfc3339, CreateRequest, Decision, DecisionInput, ElicitationId, Kind,
         Status, Tenant,
@@ -18,6 +19,7 @@ use crate::{
     token,
     wake::Hub,
 };
+use std::net::IpAddr;
 
 /// Longest `await` window a caller may ask for.
 pub const MAX_WAIT_SECS: u64 = 60;
@@ -31,6 +33,7 @@ pub struct Service {
     pub config: Arc<Config>,
     pub store: Arc<dyn Store>,
     pub hub: Arc<Hub>,
+    pub limits: Arc<Limits>,
 }
 
 /// Answer to a create.
@@ -148,7 +151,16 @@ fn token_hash(review_token: &str) -> Result<String> {
 
 impl Service {
     pub fn new(config: Arc<Config>, store: Arc<dyn Store>, hub: Arc<Hub>) -> Self {
-        Service { config, store, hub }
+        let limits = Arc::new(Limits::new(
+            config.create_rate_per_sec,
+            config.review_failures_per_min,
+        ));
+        Service {
+            config,
+            store,
+            hub,
+            limits,
+        }
     }
 
     /// The tenant an API key belongs to.
@@ -183,6 +195,7 @@ impl Service {
         kind: Kind,
         req: CreateRequest,
     ) -> Result<CreatedOut> {
+        self.limits.check_create(tenant)?;
         let ValidCreate {
             spec,
             idempotency_key,
@@ -374,11 +387,17 @@ impl Service {
     }
 
     /// Open a review token (for the review page). Never changes state.
-    pub async fn review(&self, review_token: &str) -> Result<ReviewView> {
-        refused(
+    /// `client` is the caller's address, for the wrong-token brake (see `limits`).
+    pub async fn review(&self, review_token: &str, client: Option<IpAddr>) -> Result<ReviewView> {
+        self.limits.check_review(client)?;
+        let r = refused(
             "review",
             async { self.store.review(&token_hash(review_token)?).await }.await,
-        )
+        );
+        if matches!(r, Err(Error::NotFound)) {
+            self.limits.review_failed(client);
+        }
+        r
     }
 
     /// Record that the review page was shown.
@@ -387,8 +406,18 @@ impl Service {
     }
 
     /// A reviewer decides. Validation errors are 422 and record nothing.
-    pub async fn decide(&self, review_token: &str, input: DecisionInput) -> Result<StateOut> {
-        refused("decide", self.decide_inner(review_token, input).await)
+    pub async fn decide(
+        &self,
+        review_token: &str,
+        input: DecisionInput,
+        client: Option<IpAddr>,
+    ) -> Result<StateOut> {
+        self.limits.check_review(client)?;
+        let r = refused("decide", self.decide_inner(review_token, input).await);
+        if matches!(r, Err(Error::NotFound)) {
+            self.limits.review_failed(client);
+        }
+        r
     }
 
     async fn decide_inner(&self, review_token: &str, input: DecisionInput) -> Result<StateOut> {

@@ -108,7 +108,7 @@ async fn create(
 #[utoipa::path(post, path = "/v1/approvals", tag = "elicitations", request_body = CreateRequest,
     security(("bearer" = [])), responses(
     (status = 201, body = CreatedOut), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody),
-    (status = 413, body = ErrorBody), (status = 503, body = ErrorBody)))]
+    (status = 413, body = ErrorBody), (status = 429, body = ErrorBody), (status = 503, body = ErrorBody)))]
 async fn create_approval(
     State(s): State<Service>,
     t: AgentTenant,
@@ -121,7 +121,7 @@ async fn create_approval(
 #[utoipa::path(post, path = "/v1/selections", tag = "elicitations", request_body = CreateRequest,
     security(("bearer" = [])), responses(
     (status = 201, body = CreatedOut), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody),
-    (status = 413, body = ErrorBody), (status = 503, body = ErrorBody)))]
+    (status = 413, body = ErrorBody), (status = 429, body = ErrorBody), (status = 503, body = ErrorBody)))]
 async fn create_selection(
     State(s): State<Service>,
     t: AgentTenant,
@@ -134,7 +134,7 @@ async fn create_selection(
 #[utoipa::path(post, path = "/v1/proposals", tag = "elicitations", request_body = CreateRequest,
     security(("bearer" = [])), responses(
     (status = 201, body = CreatedOut), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody),
-    (status = 413, body = ErrorBody), (status = 503, body = ErrorBody)))]
+    (status = 413, body = ErrorBody), (status = 429, body = ErrorBody), (status = 503, body = ErrorBody)))]
 async fn create_proposal(
     State(s): State<Service>,
     t: AgentTenant,
@@ -229,11 +229,14 @@ async fn audit(
     (status = 200, body = StateOut), (status = 400, body = ErrorBody), (status = 404, body = ErrorBody),
     (status = 409, body = ErrorBody, description = "already_decided or canceled"), (status = 410, body = ErrorBody),
     (status = 413, body = ErrorBody), (status = 422, body = ErrorBody, description = "per-field details"),
+    (status = 429, body = ErrorBody, description = "too many wrong review tokens from this address"),
     (status = 503, body = ErrorBody)))]
 async fn decide(
     State(s): State<Service>,
     Path(token): Path<String>,
+    client: Option<axum::Extension<crate::limits::ClientAddr>>,
     JsonBody(input): JsonBody<DecisionInput>,
 ) -> ApiResult<impl IntoResponse> {
-    Ok(Json(s.decide(&token, input).await?))
+    let client = client.map(|axum::Extension(c)| c.0);
+    Ok(Json(s.decide(&token, input, client).await?))
 }

@@ -23,6 +23,7 @@ pub struct DecisionInput {
     #[schema(value_type = Option<Object>)]
     pub values: Option<Value>,
     /// Optional free text, at most 2000 characters.
+    #[schema(max_length = 2000)]
     pub comment: Option<String>,
 }
 

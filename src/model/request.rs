@@ -57,26 +57,32 @@ pub fn json_depth(raw: &str) -> usize {
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct CreateRequest {
     /// Required, 1–4000 characters: what the reviewer is asked and why.
+    #[schema(required = true, min_length = 1, max_length = 4000)]
     pub message: Option<String>,
     /// Page heading, 1–120 characters.
+    #[schema(min_length = 1, max_length = 120)]
     pub title: Option<String>,
     /// Any JSON up to 64 KiB, echoed verbatim by `result`. Approval json mode: the payload.
     #[schema(value_type = Option<Object>)]
     pub context: Option<Box<RawValue>>,
     /// Deadline in seconds, 10 to the server maximum (default 86400); default 3600.
+    #[schema(minimum = 10, maximum = 2592000)]
     pub expires_in_seconds: Option<i64>,
     pub labels: Option<LabelsInput>,
     /// 1–200 characters; the same tenant + key returns the first elicitation.
+    #[schema(min_length = 1, max_length = 200)]
     pub idempotency_key: Option<String>,
     /// Approval (form mode) and proposal: the MCP 2025-11-25 elicitation schema subset.
     #[schema(value_type = Option<Object>)]
     pub requested_schema: Option<Value>,
     /// Selection: 1–500 options, each with a unique string `id`, optional `label`/`description`.
-    #[schema(value_type = Option<Vec<Object>>)]
+    #[schema(value_type = Option<Vec<Object>>, min_items = 1, max_items = 500)]
     pub options: Option<Vec<Value>>,
     /// Selection: default 1.
+    #[schema(minimum = 1)]
     pub min_selections: Option<i64>,
     /// Selection: default 1 (single select), at most the number of options.
+    #[schema(minimum = 1)]
     pub max_selections: Option<i64>,
     /// Proposal: 1–100 fields, each a string, number, boolean or array of strings.
     #[schema(value_type = Option<Object>)]
@@ -88,7 +94,9 @@ pub struct CreateRequest {
 #[derive(Debug, Default, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct LabelsInput {
+    #[schema(min_length = 1, max_length = 40)]
     pub submit: Option<String>,
+    #[schema(min_length = 1, max_length = 40)]
     pub decline: Option<String>,
 }
 

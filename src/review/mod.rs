@@ -27,7 +27,7 @@ use axum::{
     middleware,
     response::{Html, IntoResponse, Redirect, Response},
     routing::get,
-    Router,
+    Extension, Router,
 };
 
 use self::{
@@ -37,6 +37,7 @@ use self::{
 };
 use crate::{
     error::Error,
+    limits::ClientAddr,
     model::{local_now_ms, schema::FieldError, Status},
     service::Service,
     store::ReviewView,
@@ -114,6 +115,17 @@ fn not_found() -> Response {
 fn error_page(e: Error) -> Response {
     match e {
         Error::NotFound => not_found(),
+        Error::RateLimited(_) => {
+            let n = Notice::error(
+                "Too many attempts",
+                &["Too many invalid review links were opened from your address. Please wait a minute and try again."],
+                None,
+            );
+            let mut r = page(StatusCode::TOO_MANY_REQUESTS, &n);
+            r.headers_mut()
+                .insert(header::RETRY_AFTER, HeaderValue::from_static("60"));
+            r
+        }
         Error::Unavailable(source) => {
             tracing::warn!(error = %source, "review page: storage unavailable");
             let n = Notice::error(
@@ -191,8 +203,13 @@ fn render(
     }
 }
 
-async fn show(State(s): State<Service>, Path(token): Path<String>) -> Response {
-    let view = match s.review(&token).await {
+async fn show(
+    State(s): State<Service>,
+    Path(token): Path<String>,
+    client: Option<Extension<ClientAddr>>,
+) -> Response {
+    let client = client.map(|Extension(c)| c.0);
+    let view = match s.review(&token, client).await {
         Ok(v) => v,
         Err(e) => return error_page(e),
     };
@@ -206,9 +223,11 @@ async fn submit(
     State(s): State<Service>,
     Path(token): Path<String>,
     headers: HeaderMap,
+    client: Option<Extension<ClientAddr>>,
     body: Result<Bytes, BytesRejection>,
 ) -> Response {
-    let view = match s.review(&token).await {
+    let client = client.map(|Extension(c)| c.0);
+    let view = match s.review(&token, client).await {
         Ok(v) => v,
         Err(e) => return error_page(e),
     };
@@ -276,14 +295,14 @@ async fn submit(
         }
         return again(&errors, None, StatusCode::UNPROCESSABLE_ENTITY);
     }
-    match s.decide(&token, parsed.input).await {
+    match s.decide(&token, parsed.input, client).await {
         // Relative: back to this same page, which now shows the decision.
         Ok(_) => Redirect::to(&token).into_response(),
         Err(e @ Error::InvalidDecision { .. }) => {
             again(e.details(), None, StatusCode::UNPROCESSABLE_ENTITY)
         }
         Err(Error::AlreadyDecided | Error::Canceled | Error::Expired) => {
-            match s.review(&token).await {
+            match s.review(&token, client).await {
                 Ok(now) => render(&s, &token, &now, StatusCode::CONFLICT, Resubmit::default()),
                 Err(e) => error_page(e),
             }

@@ -315,6 +315,9 @@ impl Store for MemoryStore {
         let r = live(&mut g, &id, self.retention_ms, now)
             .filter(|r| ct_eq(&r.token_hash, token_hash))
             .ok_or(Error::NotFound)?;
+        if r.audit.len() >= super::MAX_AUDIT_FOR_VIEWS {
+            return Ok(());
+        }
         r.audit.push(AuditEvent {
             kind: "viewed".into(),
             at: now,

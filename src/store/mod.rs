@@ -138,5 +138,9 @@ pub fn agent_actor(tenant: &Tenant) -> String {
     format!("agent:{tenant}")
 }
 
+/// `viewed` events are appended only while the audit trail is shorter than this (a link holder
+/// reloading the page must not grow a record without bound). Mirrors `lua/view.lua`.
+pub const MAX_AUDIT_FOR_VIEWS: usize = 200;
+
 /// The actor string of a reviewer.
 pub const REVIEWER: &str = "reviewer";

@@ -544,7 +544,7 @@ async fn labels_rename_buttons_only(kind: StoreKind) {
     let f = Fixture::new(kind, 1).await;
     let api = f.acme();
     let c = api.create("approval", json!({"message": "m", "context": 1, "labels": {"submit": "  Ship it ", "decline": "Hold"}})).await;
-    let view = f.apps[0].service.review(&c.token).await.unwrap();
+    let view = f.apps[0].service.review(&c.token, None).await.unwrap();
     assert_eq!(view.spec.labels.submit, "Ship it");
     assert_eq!(view.spec.labels.decline, "Hold");
     api.decide(&c.token, json!({"decision": "submitted"})).await;
