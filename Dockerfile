@@ -10,7 +10,7 @@
 # shell: the Helm chart uses the kubelet's native `preStop.sleep` instead of `sleep`, and there is
 # no HEALTHCHECK (Kubernetes probes GET /healthz and /readyz).
 
-ARG RUST_VERSION=1.88
+ARG RUST_VERSION=1.95
 
 FROM rust:${RUST_VERSION}-bookworm AS build
 WORKDIR /src

@@ -167,10 +167,17 @@ render runs them.
 {{- if and .Values.existingSecret (or .Values.apiKeys .Values.secret) }}
 {{- fail "apiKeys and secret are ignored when existingSecret is set: put ELICITD_API_KEYS and ELICITD_SECRET into that Secret instead, and unset them here." }}
 {{- end }}
+{{- /* On SIGTERM parked awaits are answered at once and in-flight requests drain for up to 30 s,
+so the grace period needs preStop + a few seconds; preStop + 30 s + a few is the useful maximum. */}}
 {{- $grace := int .Values.shutdown.terminationGracePeriodSeconds }}
-{{- $floor := add .Values.shutdown.preStopSleepSeconds .Values.config.awaitWindowSecs }}
-{{- if le $grace (int $floor) }}
-{{- fail (printf "shutdown.terminationGracePeriodSeconds (%d) must exceed shutdown.preStopSleepSeconds + config.awaitWindowSecs (%d) plus a few seconds, or the kubelet kills pods that are still answering requests." $grace (int $floor)) }}
+{{- $floor := add .Values.shutdown.preStopSleepSeconds 5 }}
+{{- if lt $grace (int $floor) }}
+{{- fail (printf "shutdown.terminationGracePeriodSeconds (%d) must exceed shutdown.preStopSleepSeconds by a few seconds (at least preStopSleepSeconds + 5 = %d), or the kubelet kills pods before they drain in-flight requests; preStopSleepSeconds + 30 (the server's drain cap) + a few seconds never cuts a drain off." $grace (int $floor)) }}
+{{- end }}
+{{- with .Values.metrics.separatePort }}
+{{- if or (eq (int .) (int $.Values.service.targetPort)) (eq (int .) (int $.Values.service.port)) }}
+{{- fail (printf "metrics.separatePort (%d) must differ from service.targetPort and service.port: it is a second listener and a second Service port. Leave it null to serve /metrics on the main port." (int .)) }}
+{{- end }}
 {{- end }}
 {{- if and .Values.ingress.enabled (not .Values.ingress.hosts) }}
 {{- fail "ingress.enabled is true but ingress.hosts is empty: list at least one host." }}
@@ -215,4 +222,18 @@ config.mcpAllowedHosts.
 {{- end }}
 {{- $hosts = concat $hosts .Values.config.mcpAllowedHosts }}
 {{- $hosts | uniq | join "," }}
+{{- end }}
+
+{{/*
+Effective ELICITD_TRUST_FORWARDED_FOR ("true"/"false"): config.trustForwardedFor when set, else
+ingress.enabled. Behind an ingress the pods only see the ingress' address, so without the
+X-Forwarded-For entry it appends every reviewer would share one address for the per-address
+review brake.
+*/}}
+{{- define "elicitd.trustForwardedFor" -}}
+{{- $v := .Values.config.trustForwardedFor }}
+{{- if kindIs "invalid" $v }}
+{{- $v = .Values.ingress.enabled }}
+{{- end }}
+{{- ternary "true" "false" (eq (toString $v) "true") }}
 {{- end }}
