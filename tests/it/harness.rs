@@ -130,6 +130,39 @@ impl Drop for RedisServer {
     }
 }
 
+/// The real `elicitd` binary on a free port with `redis` and the acme key, ready to serve.
+/// `extra` env vars are added; `logs` captures stdout/stderr (else they are discarded).
+pub async fn spawn_binary(redis: &RedisServer, extra: &[(&str, &str)], logs: bool) -> (Child, Api) {
+    let port = free_port();
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_elicitd"));
+    cmd.env_clear()
+        .env("PATH", std::env::var("PATH").unwrap_or_default())
+        .env("ELICITD_LISTEN", format!("127.0.0.1:{port}"))
+        .env("ELICITD_REDIS_URL", redis.url())
+        .env("ELICITD_API_KEYS", format!("acme:{ACME_KEY}"))
+        .env("ELICITD_LOG_FORMAT", "json");
+    for (k, v) in extra {
+        cmd.env(k, v);
+    }
+    let out = || if logs { Stdio::piped() } else { Stdio::null() };
+    let child = cmd
+        .stdout(out())
+        .stderr(out())
+        .spawn()
+        .expect("spawn elicitd");
+    let api = Api::new(&format!("http://127.0.0.1:{port}"), ACME_KEY);
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while reqwest::get(format!("{}/readyz", api.base))
+        .await
+        .map(|r| r.status() != 200)
+        .unwrap_or(true)
+    {
+        assert!(Instant::now() < deadline, "elicitd did not become ready");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    (child, api)
+}
+
 /// Which store an app runs on.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum StoreKind {

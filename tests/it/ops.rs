@@ -4,13 +4,13 @@
 use std::{
     collections::BTreeSet,
     io::Read,
-    process::{Command, Stdio},
+    process::Command,
     time::{Duration, Instant},
 };
 
 use serde_json::json;
 
-use crate::harness::{free_port, Api, Fixture, RedisServer, StoreKind, ACME_KEY};
+use crate::harness::{spawn_binary, Api, Fixture, RedisServer, StoreKind, ACME_KEY};
 
 /// Sum of all samples of `name` whose label set contains every `labels` pair.
 fn sample(text: &str, name: &str, labels: &[(&str, &str)]) -> f64 {
@@ -260,29 +260,7 @@ async fn openapi_matches_the_served_routes() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn secrets_never_reach_the_logs() {
     let redis = RedisServer::start();
-    let port = free_port();
-    let mut child = Command::new(env!("CARGO_BIN_EXE_elicitd"))
-        .env_clear()
-        .env("PATH", std::env::var("PATH").unwrap_or_default())
-        .env("RUST_LOG", "debug")
-        .env("ELICITD_LISTEN", format!("127.0.0.1:{port}"))
-        .env("ELICITD_REDIS_URL", redis.url())
-        .env("ELICITD_API_KEYS", format!("acme:{ACME_KEY}"))
-        .env("ELICITD_LOG_FORMAT", "json")
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let api = Api::new(&format!("http://127.0.0.1:{port}"), ACME_KEY);
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while reqwest::get(format!("{}/readyz", api.base))
-        .await
-        .map(|r| r.status() != 200)
-        .unwrap_or(true)
-    {
-        assert!(Instant::now() < deadline, "not ready");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    let (mut child, api) = spawn_binary(&redis, &[("RUST_LOG", "debug")], true).await;
     let c = api
         .create(
             "approval",

@@ -2,13 +2,13 @@
 //! restarts, client disconnects, the parked cap and graceful shutdown.
 
 use std::{
-    process::{Command, Stdio},
+    process::Command,
     time::{Duration, Instant},
 };
 
 use serde_json::json;
 
-use crate::harness::{free_port, test_config, Api, App, Fixture, RedisServer, StoreKind, ACME_KEY};
+use crate::harness::{spawn_binary, test_config, App, Fixture, RedisServer, StoreKind, ACME_KEY};
 
 /// Wait until `cond` holds (polling), or fail with `what`.
 async fn eventually(what: &str, timeout: Duration, mut cond: impl FnMut() -> bool) {
@@ -258,28 +258,7 @@ async fn parked_awaits_are_capped_and_released_when_the_client_leaves() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sigterm_answers_parked_awaits_and_exits_cleanly() {
     let redis = RedisServer::start();
-    let port = free_port();
-    let mut child = Command::new(env!("CARGO_BIN_EXE_elicitd"))
-        .env_clear()
-        .env("PATH", std::env::var("PATH").unwrap_or_default())
-        .env("ELICITD_LISTEN", format!("127.0.0.1:{port}"))
-        .env("ELICITD_REDIS_URL", redis.url())
-        .env("ELICITD_API_KEYS", format!("acme:{ACME_KEY}"))
-        .env("ELICITD_LOG_FORMAT", "json")
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let api = Api::new(&format!("http://127.0.0.1:{port}"), ACME_KEY);
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while reqwest::get(format!("{}/readyz", api.base))
-        .await
-        .map(|r| r.status() != 200)
-        .unwrap_or(true)
-    {
-        assert!(Instant::now() < deadline, "elicitd did not become ready");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    let (mut child, api) = spawn_binary(&redis, &[], false).await;
     let mut waits = Vec::new();
     for _ in 0..20 {
         let c = api.approval().await;
