@@ -5,6 +5,7 @@ mod harness;
 mod api_contract;
 mod api_errors;
 mod api_races;
+mod loadtest_smoke;
 mod mcp;
 mod ops;
 mod redis_store;
