@@ -176,6 +176,8 @@ pub fn test_config(redis_url: Option<String>, prefix: &str) -> Config {
     c.redis_url = redis_url;
     c.key_prefix = prefix.to_string();
     c.min_expires_secs = 1;
+    // Tests (and the load-test smoke runs) create in bursts; tests/it/limits.rs sets its own.
+    c.create_rate_per_sec = 0;
     c
 }
 

@@ -6,6 +6,7 @@ mod api_contract;
 mod api_errors;
 mod api_races;
 mod limits;
+mod loadtest_smoke;
 mod mcp;
 mod ops;
 mod props;

@@ -1,0 +1,158 @@
+//! `elicitd-loadtest` command line: one subcommand per scenario, common flags on each.
+//! Exit codes: 0 clean run, 1 the run had errors (unless `--allow-errors`), 2 it could not run.
+
+use std::{process::ExitCode, time::Duration};
+
+use clap::{Args, Parser, Subcommand};
+use elicitd_loadtest::{parse_duration, run, ClientKind, Options, Scenario};
+
+#[derive(Parser)]
+#[command(
+    name = "elicitd-loadtest",
+    version,
+    about = "Load generator for elicitd (status, create, await wake-up, mixed)"
+)]
+struct Cli {
+    #[command(subcommand)]
+    scenario: Command,
+}
+
+#[derive(Args, Clone)]
+struct Common {
+    /// Base URL of the replica under test.
+    #[arg(long, default_value = "http://127.0.0.1:8080")]
+    url: String,
+    /// API key (`Authorization: Bearer <key>`), one of the server's ELICITD_API_KEYS.
+    #[arg(long)]
+    api_key: String,
+    /// Workers: connections and requests in flight.
+    #[arg(long, default_value_t = 32)]
+    concurrency: usize,
+    /// Length of the measured phase, e.g. 500ms, 5s, 2m.
+    #[arg(long, default_value = "10s", value_parser = parse_duration)]
+    duration: Duration,
+    /// Print one JSON object instead of the readable summary.
+    #[arg(long)]
+    json: bool,
+    /// Exit 0 even when some requests failed.
+    #[arg(long)]
+    allow_errors: bool,
+    /// HTTP client library.
+    #[arg(long, value_enum, default_value = "hyper")]
+    client: ClientKind,
+    /// Per-request timeout (long-polls get their window on top).
+    #[arg(long, default_value = "30s", value_parser = parse_duration)]
+    timeout: Duration,
+    /// No progress line on stderr.
+    #[arg(long)]
+    quiet: bool,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// GET /healthz in a loop: the replica's HTTP ceiling with the same client settings.
+    Healthz(Common),
+    /// Seed approvals, then GET /v1/elicitations/{id} in a loop (keep-alive connections).
+    Status {
+        #[command(flatten)]
+        common: Common,
+        /// Elicitations to create first and poll round-robin.
+        #[arg(long, default_value_t = 1000)]
+        seed: usize,
+    },
+    /// POST /v1/approvals in a loop.
+    Create(Common),
+    /// Park --waiters awaits on --url, hold them, decide all via --decide-url; wake latency.
+    Await {
+        #[command(flatten)]
+        common: Common,
+        /// Awaits to park (one connection each: raise `ulimit -n` for thousands).
+        #[arg(long, default_value_t = 1000)]
+        waiters: usize,
+        /// How long to keep them parked before deciding (≤ 30s).
+        #[arg(long, default_value = "10s", value_parser = parse_duration)]
+        hold: Duration,
+        /// Replica that receives the decisions (another one than --url).
+        #[arg(long)]
+        decide_url: String,
+    },
+    /// Agents creating, polling, awaiting, reading results; reviewers decide via --decide-url.
+    Mixed {
+        #[command(flatten)]
+        common: Common,
+        /// Replica that receives the decisions (default: --url).
+        #[arg(long)]
+        decide_url: Option<String>,
+    },
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let (common, scenario) = match cli.scenario {
+        Command::Healthz(c) => (c, Scenario::Healthz),
+        Command::Status { common, seed } => (common, Scenario::Status { seed }),
+        Command::Create(c) => (c, Scenario::Create),
+        Command::Await {
+            common,
+            waiters,
+            hold,
+            decide_url,
+        } => (
+            common,
+            Scenario::Await {
+                waiters,
+                hold,
+                decide_url,
+            },
+        ),
+        Command::Mixed { common, decide_url } => {
+            let decide_url = decide_url.unwrap_or_else(|| common.url.clone());
+            (common, Scenario::Mixed { decide_url })
+        }
+    };
+    let opts = Options {
+        url: common.url.clone(),
+        api_key: common.api_key.clone(),
+        concurrency: common.concurrency,
+        duration: common.duration,
+        client: common.client,
+        progress: !common.quiet,
+        timeout: common.timeout,
+    };
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("elicitd-loadtest: cannot start the runtime: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    let report = match runtime.block_on(run(&opts, &scenario)) {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("elicitd-loadtest: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    if common.json {
+        match serde_json::to_string(&report) {
+            Ok(s) => println!("{s}"),
+            Err(e) => {
+                eprintln!("elicitd-loadtest: cannot print the report: {e}");
+                return ExitCode::from(2);
+            }
+        }
+    } else {
+        print!("{}", report.summary());
+    }
+    if report.errors > 0 && !common.allow_errors {
+        eprintln!(
+            "elicitd-loadtest: {} of {} requests failed (--allow-errors to exit 0 anyway)",
+            report.errors, report.requests
+        );
+        return ExitCode::from(1);
+    }
+    ExitCode::SUCCESS
+}

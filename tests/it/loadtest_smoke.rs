@@ -1,0 +1,106 @@
+//! Smoke runs of every `elicitd-loadtest` scenario against two replicas sharing one Redis:
+//! about a second each at low concurrency. Correctness only (no errors, requests were made,
+//! every waiter woke with the decided status) — never timing: figures live in
+//! docs/benchmarks.md.
+
+use std::time::Duration;
+
+use elicitd_loadtest::{run, ClientKind, Options, Report, Scenario};
+
+use crate::harness::{Fixture, StoreKind, ACME_KEY};
+
+fn opts(url: &str, client: ClientKind) -> Options {
+    let mut o = Options::new(url, ACME_KEY);
+    o.concurrency = 2;
+    o.duration = Duration::from_secs(1);
+    o.client = client;
+    o
+}
+
+fn assert_clean(r: &Report) {
+    assert_eq!(
+        r.errors, 0,
+        "{} had errors: {:?}",
+        r.scenario, r.errors_by_kind
+    );
+    assert!(r.requests > 0, "{} made no requests", r.scenario);
+    assert!(r.rps > 0.0 && r.max_ms > 0.0, "{}: {r:?}", r.scenario);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_scenario_runs_clean_against_two_replicas() {
+    let f = Fixture::new(StoreKind::Redis, 2).await;
+    let (a, b) = (f.apps[0].base.clone(), f.apps[1].base.clone());
+
+    for client in [ClientKind::Hyper, ClientKind::Reqwest] {
+        let o = opts(&a, client);
+        let healthz = run(&o, &Scenario::Healthz).await.expect("healthz");
+        assert_clean(&healthz);
+        assert_eq!(healthz.ops["healthz"].requests, healthz.requests);
+
+        let status = run(&o, &Scenario::Status { seed: 5 })
+            .await
+            .expect("status");
+        assert_clean(&status);
+        assert!(status.ops["status"].requests > 0, "{:?}", status.ops);
+    }
+
+    let o = opts(&a, ClientKind::Hyper);
+    let create = run(&o, &Scenario::Create).await.expect("create");
+    assert_clean(&create);
+    assert_eq!(create.ops["create"].requests, create.requests);
+
+    let waiters = 20;
+    let awaited = run(
+        &o,
+        &Scenario::Await {
+            waiters,
+            hold: Duration::from_secs(1),
+            decide_url: b.clone(),
+        },
+    )
+    .await
+    .expect("await");
+    assert_clean(&awaited);
+    let wake = awaited.wake.as_ref().expect("wake figures");
+    assert_eq!(wake.waiters, waiters as u64);
+    assert_eq!(
+        wake.woken, waiters as u64,
+        "every waiter wakes with submitted"
+    );
+    assert_eq!(wake.from_sent.requests, waiters as u64);
+    assert_eq!(awaited.ops["decide"].requests, waiters as u64);
+    assert_eq!(awaited.ops["await"].requests, waiters as u64);
+
+    let mixed = run(&o, &Scenario::Mixed { decide_url: b })
+        .await
+        .expect("mixed");
+    assert_clean(&mixed);
+    for op in ["create", "status", "await", "decide", "result"] {
+        assert!(
+            mixed.ops.get(op).is_some_and(|s| s.requests > 0),
+            "mixed made no {op} requests: {:?}",
+            mixed.ops
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn failures_are_counted_by_kind_not_hidden() {
+    let f = Fixture::new(StoreKind::Redis, 1).await;
+    let mut o = opts(&f.apps[0].base, ClientKind::Hyper);
+    o.api_key = "wrong-key-0123456789abcdef".into();
+    // Seeding needs a valid key: the run refuses to start and says why.
+    let e = run(&o, &Scenario::Status { seed: 1 }).await.unwrap_err();
+    assert!(e.0.contains("http 401"), "{e}");
+    // A timed scenario records every 401 as an error of that kind.
+    o.duration = Duration::from_millis(300);
+    let r = run(&o, &Scenario::Create).await.expect("create");
+    assert!(r.errors > 0 && r.errors == r.requests, "{r:?}");
+    assert_eq!(r.errors_by_kind.keys().collect::<Vec<_>>(), ["http 401"]);
+    // Nothing listening: transport errors.
+    o.url = format!("http://127.0.0.1:{}", crate::harness::free_port());
+    let r = run(&o, &Scenario::Healthz).await.expect("healthz");
+    assert!(r.errors > 0, "{r:?}");
+    assert!(r.errors_by_kind.contains_key("transport: connect"), "{r:?}");
+}
