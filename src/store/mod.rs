@@ -10,6 +10,7 @@
 
 pub mod keys;
 pub mod memory;
+mod read_batch;
 pub mod redis;
 
 use async_trait::async_trait;

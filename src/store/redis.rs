@@ -1,11 +1,11 @@
-//! The Redis store (fleet mode): one Lua script per transition (`lua/`), a script-free status
-//! read, and the pub/sub feeder that wakes local waiters.
+//! The Redis store (fleet mode): one Lua script per transition (`lua/`), batched record reads
+//! (`read_batch`), and the pub/sub feeder that wakes local waiters.
 //!
 //! - Scripts are compiled in, called by SHA and reloaded on `NOSCRIPT` (a restart, failover or
 //!   `SCRIPT FLUSH` empties the cache), so a flush costs one extra round trip, never a failure.
-//! - `status` is one pipeline on one connection: `TIME` then `HMGET`. Redis runs them in order,
-//!   so any decision accepted before the deadline was applied before that `TIME` — the read can
-//!   never say `expired` for a request that was decided in time (DESIGN §3).
+//! - Record reads (status, review, replay) run `TIME` then `HMGET` atomically in `lua/read.lua`,
+//!   batched across concurrent reads, so any decision accepted before the deadline was applied
+//!   before that `TIME` — a read can never say `expired` for a request decided in time (DESIGN §3).
 //! - The record key is also its shard channel: decide/cancel/consume `SPUBLISH` on it; the
 //!   subscriber `SSUBSCRIBE`s per id with waiters (Redis ≥ 7.0; Cluster-ready).
 //! - Connection loss maps to `unavailable` (503) at once instead of queueing behind a reconnect.
@@ -23,14 +23,14 @@ use fred::{
     types::{
         config::{Config as RedisConfig, ReconnectPolicy, UnresponsiveConfig},
         scripts::Script,
-        ClusterHash, CustomCommand, Expiration, SetOptions,
+        Expiration, SetOptions,
     },
     util::redis_keyslot,
 };
 
 use super::{
-    agent_actor, keys::Keys, AuditEvent, Created, NewRecord, ResultView, ReviewView, StatusView,
-    Store, REVIEWER,
+    agent_actor, keys::Keys, read_batch::ReadBatcher, AuditEvent, Created, NewRecord, ResultView,
+    ReviewView, StatusView, Store, REVIEWER,
 };
 use tokio::time::Instant;
 
@@ -82,6 +82,7 @@ pub struct RedisStore {
     keys: Keys,
     scripts: Arc<Scripts>,
     retention_ms: i64,
+    reads: ReadBatcher,
 }
 
 fn map_err(e: RedisError) -> Error {
@@ -128,7 +129,7 @@ fn int(s: Option<&String>) -> Result<i64> {
         .ok_or_else(|| Error::internal("record field is not an integer"))
 }
 
-fn redis_now(time: &[String]) -> Result<i64> {
+pub(super) fn redis_now(time: &[String]) -> Result<i64> {
     match time {
         [s, us] => {
             let s: i64 = s.parse().map_err(|_| Error::internal("bad TIME"))?;
@@ -172,7 +173,9 @@ impl RedisStore {
             let _ = subscriber.wait_for_connect().await;
         })
         .await;
+        let reads = ReadBatcher::spawn(pool.clone(), map_err);
         let store = Arc::new(RedisStore {
+            reads,
             pool,
             subscriber,
             keys: Keys::new(&s.prefix),
@@ -258,35 +261,16 @@ impl RedisStore {
         &self,
         op: &'static str,
         id: ElicitationId,
-        fields: &[&str],
+        fields: &'static [&'static str],
     ) -> Result<(i64, Vec<Option<String>>)> {
         let started = Instant::now();
-        let out = self.read_record(id, fields).await;
+        // Fail at once (503) while Redis is down rather than queue behind a reconnect.
+        let out = match self.client() {
+            Ok(_) => self.reads.read(self.keys.record(id), fields).await,
+            Err(e) => Err(e),
+        };
         record_store_op(op, started, &out);
         out
-    }
-
-    async fn read_record(
-        &self,
-        id: ElicitationId,
-        fields: &[&str],
-    ) -> Result<(i64, Vec<Option<String>>)> {
-        let client = self.client()?;
-        let key = self.keys.record(id);
-        // TIME goes to the node owning the record's slot (the ordering argument needs it).
-        let time = CustomCommand::new_static(
-            "TIME",
-            ClusterHash::Custom(redis_keyslot(key.as_bytes())),
-            false,
-        );
-        let p = client.pipeline();
-        let _: () = p
-            .custom(time, Vec::<String>::new())
-            .await
-            .map_err(map_err)?;
-        let _: () = p.hmget(key, fields.to_vec()).await.map_err(map_err)?;
-        let (time, values): (Vec<String>, Vec<Option<String>>) = p.all().await.map_err(map_err)?;
-        Ok((redis_now(&time)?, values))
     }
 
     async fn create_record(&self, rec: &NewRecord) -> Result<(i64, i64)> {

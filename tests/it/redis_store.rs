@@ -5,6 +5,8 @@ use std::time::{Duration, Instant};
 
 use serde_json::json;
 
+use elicitd::model::{Status, Tenant};
+
 use crate::harness::{Fixture, StoreKind};
 
 fn commandstats(info: &str) -> Vec<(String, u64)> {
@@ -51,35 +53,128 @@ async fn script_flush_mid_run_fails_no_request() {
     assert_eq!(r.status(), 200, "readyz reloads its script");
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn status_read_is_one_round_trip_of_time_and_hmget() {
-    let f = Fixture::new(StoreKind::Redis, 1).await;
-    let redis = f.redis.as_ref().unwrap();
-    let api = f.acme();
-    let c = api.approval().await;
-    api.status(&c.id).await; // warm any lazy connection set-up
-    redis.cli(&["CONFIG", "RESETSTAT"]);
-    let n = 50;
-    for _ in 0..n {
-        assert_eq!(api.status_of(&c.id).await, "pending");
-    }
-    let stats = commandstats(&redis.cli(&["INFO", "commandstats"]).unwrap());
-    let calls = |name: &str| {
-        stats
-            .iter()
-            .find(|(n, _)| n == name)
-            .map(|(_, c)| *c)
-            .unwrap_or(0)
-    };
-    assert_eq!(calls("time"), n, "{stats:?}");
-    assert_eq!(calls("hmget"), n, "{stats:?}");
-    let others: Vec<_> = stats
+fn calls(stats: &[(String, u64)], name: &str) -> u64 {
+    stats
+        .iter()
+        .find(|(n, _)| n == name)
+        .map(|(_, c)| *c)
+        .unwrap_or(0)
+}
+
+/// Commands other than the read script and what it runs (and the test's own INFO/CONFIG).
+fn other_commands(stats: &[(String, u64)]) -> Vec<&(String, u64)> {
+    stats
         .iter()
         .filter(|(name, _)| {
-            !["time", "hmget", "info", "config|resetstat", "ping"].contains(&name.as_str())
+            ![
+                "evalsha",
+                "time",
+                "hmget",
+                "info",
+                "config|resetstat",
+                "ping",
+            ]
+            .contains(&name.as_str())
         })
-        .collect();
-    assert!(others.is_empty(), "status used other commands: {others:?}");
+        .collect()
+}
+
+/// Script calls, and that each ran one `TIME` and `reads` `HMGET`s in all.
+fn read_calls(stats: &[(String, u64)], reads: u64) -> u64 {
+    assert!(other_commands(stats).is_empty(), "{stats:?}");
+    assert_eq!(calls(stats, "time"), calls(stats, "evalsha"), "{stats:?}");
+    assert_eq!(calls(stats, "hmget"), reads, "{stats:?}");
+    calls(stats, "evalsha")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn status_reads_are_one_batched_script_call() {
+    let f = Fixture::new(StoreKind::Redis, 1).await;
+    let redis = f.redis.as_ref().unwrap();
+    let (api, beta) = (f.acme(), f.beta());
+    let pending = api.approval().await;
+    let decided = api.approval().await;
+    let d = api
+        .decide(&decided.token, json!({"decision": "submitted"}))
+        .await;
+    assert_eq!(d.status, 200, "{}", d.body);
+    let canceled = api.approval().await;
+    assert_eq!(api.cancel(&canceled.id).await.status, 200);
+    let foreign = beta.approval().await;
+    let expiring = api
+        .create(
+            "approval",
+            json!({"message": "m", "context": 1, "expiresInSeconds": 1}),
+        )
+        .await;
+    let unknown = "0b7e6a3c-58a4-4b7e-9d7e-3f1c2a9b8d10".to_string();
+    tokio::time::sleep(Duration::from_millis(1300)).await;
+    api.status(&pending.id).await; // warm any lazy connection set-up
+
+    // One at a time: one script call per read, and nothing else.
+    redis.cli(&["CONFIG", "RESETSTAT"]);
+    let n = 20;
+    for _ in 0..n {
+        assert_eq!(api.status_of(&pending.id).await, "pending");
+    }
+    let stats = commandstats(&redis.cli(&["INFO", "commandstats"]).unwrap());
+    assert_eq!(read_calls(&stats, n), n, "{stats:?}");
+
+    // 200 at once over HTTP, mixing states, tenants and unknown ids: every answer is its own.
+    let cases: Vec<(String, Option<&str>)> = vec![
+        (pending.id.clone(), Some("pending")),
+        (decided.id.clone(), Some("submitted")),
+        (canceled.id.clone(), Some("canceled")),
+        (expiring.id.clone(), Some("expired")),
+        (foreign.id.clone(), None), // beta's: not found for acme
+        (unknown.clone(), None),
+    ];
+    redis.cli(&["CONFIG", "RESETSTAT"]);
+    let answers = futures::future::join_all((0..200).map(|i| {
+        let (id, want) = cases[i % cases.len()].clone();
+        let api = api.clone();
+        async move { (api.status(&id).await, id, want) }
+    }))
+    .await;
+    for (r, id, want) in answers {
+        match want {
+            Some(s) => {
+                assert_eq!(r.status, 200, "{id}: {}", r.body);
+                assert_eq!(r.str("status"), s, "{id}");
+                assert_eq!(r.str("elicitationId"), id);
+            }
+            None => {
+                assert_eq!(r.status, 404, "{id}: {}", r.body);
+                assert_eq!(r.code(), "not_found");
+            }
+        }
+    }
+    let stats = commandstats(&redis.cli(&["INFO", "commandstats"]).unwrap());
+    assert!(read_calls(&stats, 200) <= 200, "{stats:?}");
+
+    // Reads asked for together share calls: 300 reads queued at once take a handful.
+    let service = &f.apps[0].service;
+    let acme = Tenant::new("acme").unwrap();
+    redis.cli(&["CONFIG", "RESETSTAT"]);
+    let views =
+        futures::future::join_all((0..300).map(|_| service.status(&acme, &pending.id))).await;
+    assert!(views
+        .iter()
+        .all(|v| v.as_ref().is_ok_and(|v| v.status == Status::Pending)));
+    let stats = commandstats(&redis.cli(&["INFO", "commandstats"]).unwrap());
+    let batched = read_calls(&stats, 300);
+    assert!(
+        (1..=30).contains(&batched),
+        "300 reads took {batched} calls: {stats:?}"
+    );
+
+    // The script cache can vanish (restart, failover, flush): the next batch reloads it.
+    redis.cli(&["SCRIPT", "FLUSH"]);
+    let views =
+        futures::future::join_all((0..50).map(|_| service.status(&acme, &decided.id))).await;
+    assert!(views
+        .iter()
+        .all(|v| v.as_ref().is_ok_and(|v| v.status == Status::Submitted)));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
