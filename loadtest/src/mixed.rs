@@ -63,6 +63,33 @@ fn request(n: u64, agent: usize) -> (&'static str, serde_json::Value, serde_json
     }
 }
 
+/// `GET` the status at `path` and count a check failure unless it is `want`.
+async fn poll_status(
+    conn: &mut Conn,
+    ops: &mut Ops,
+    counters: &Counters,
+    path: &str,
+    want: &str,
+    timeout: Duration,
+) {
+    let rec = ops.op("status");
+    if let Some(r) = call(
+        conn,
+        rec,
+        counters,
+        Method::GET,
+        path,
+        None,
+        true,
+        200,
+        timeout,
+    )
+    .await
+    {
+        expect_status(rec, counters, &r.json(), want);
+    }
+}
+
 fn expect_status(rec: &mut Recorder, counters: &Counters, got: &serde_json::Value, want: &str) {
     let status = got["status"].as_str().unwrap_or("?");
     if status != want {
@@ -149,21 +176,7 @@ async fn iteration(
     };
     let status_path = format!("/v1/elicitations/{}", created.id);
     for _ in 0..3 {
-        if let Some(r) = call(
-            conn,
-            ops.op("status"),
-            counters,
-            Method::GET,
-            &status_path,
-            None,
-            true,
-            200,
-            timeout,
-        )
-        .await
-        {
-            expect_status(ops.op("status"), counters, &r.json(), "pending");
-        }
+        poll_status(conn, ops, counters, &status_path, "pending", timeout).await;
     }
     if n % 10 == 9 {
         let cancel = format!("{status_path}/cancel");
@@ -179,21 +192,7 @@ async fn iteration(
             timeout,
         )
         .await;
-        if let Some(r) = call(
-            conn,
-            ops.op("status"),
-            counters,
-            Method::GET,
-            &status_path,
-            None,
-            true,
-            200,
-            timeout,
-        )
-        .await
-        {
-            expect_status(ops.op("status"), counters, &r.json(), "canceled");
-        }
+        poll_status(conn, ops, counters, &status_path, "canceled", timeout).await;
         return Some(reviewer);
     }
     let (decision, want) = if n % 4 == 3 {

@@ -28,6 +28,7 @@ use fred::{
 };
 use tokio::sync::{mpsc, oneshot, Semaphore};
 
+use super::redis::map_err;
 use crate::error::{Error, Result};
 
 /// Calls outstanding at most. Two keep Redis busy while the next batch gathers; more would
@@ -62,18 +63,16 @@ struct Ctx {
     pool: Pool,
     script: Script,
     clustered: bool,
-    map_err: fn(RedisError) -> Error,
 }
 
 impl ReadBatcher {
     /// Start the batching task on the current runtime; calls go out round-robin over `pool`.
-    pub(super) fn spawn(pool: Pool, map_err: fn(RedisError) -> Error) -> Self {
+    pub(super) fn spawn(pool: Pool) -> Self {
         let (tx, rx) = mpsc::channel(QUEUE);
         let ctx = Arc::new(Ctx {
             clustered: pool.next().is_clustered(),
             pool,
             script: Script::from_lua(include_str!("../../lua/read.lua")),
-            map_err,
         });
         tokio::spawn(run(ctx, rx, Arc::new(Semaphore::new(IN_FLIGHT))));
         ReadBatcher { tx }
@@ -136,7 +135,6 @@ async fn run(ctx: Arc<Ctx>, mut rx: mpsc::Receiver<Job>, in_flight: Arc<Semaphor
 
 /// Send one `read.lua` call for `jobs` (all in one hash slot under Cluster) and answer each.
 async fn send(ctx: &Ctx, client: &Client, jobs: Vec<Job>) {
-    let map_err = ctx.map_err;
     let keys: Vec<&str> = jobs.iter().map(|j| j.key.as_str()).collect();
     // Static strings: no copy per field per read.
     let mut args: Vec<Value> = Vec::with_capacity(jobs.iter().map(|j| j.fields.len() + 1).sum());

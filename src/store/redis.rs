@@ -85,7 +85,7 @@ pub struct RedisStore {
     reads: ReadBatcher,
 }
 
-fn map_err(e: RedisError) -> Error {
+pub(super) fn map_err(e: RedisError) -> Error {
     match e.kind() {
         ErrorKind::IO
         | ErrorKind::Timeout
@@ -173,7 +173,7 @@ impl RedisStore {
             let _ = subscriber.wait_for_connect().await;
         })
         .await;
-        let reads = ReadBatcher::spawn(pool.clone(), map_err);
+        let reads = ReadBatcher::spawn(pool.clone());
         let store = Arc::new(RedisStore {
             reads,
             pool,
