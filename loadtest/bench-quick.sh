@@ -11,7 +11,8 @@ set -uo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 cargo build --release --locked -p elicitd -p elicitd-loadtest >&2
 ulimit -n 65536 2>/dev/null || echo "warning: could not raise the open-file limit (await needs ~7000)" >&2
-BIN=target/release
+source .ci/lib.sh
+BIN="$(target_dir)/release"
 OUT=${OUT:-/tmp/bench-out}; rm -rf "$OUT"; mkdir -p "$OUT"
 ROUNDS=${ROUNDS:-3}; DUR=${DUR:-8s}
 RP=36379; AP=38081; BP=38082; KEY=bench-key-0123456789abcdef

@@ -10,6 +10,7 @@ use std::{
 };
 
 pub mod browser;
+pub mod prereq;
 
 use elicitd::{config::Config, server, service::Service};
 use serde_json::{json, Value};

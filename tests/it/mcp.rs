@@ -411,16 +411,24 @@ async fn tools_list_matches_the_snapshot() {
     );
 }
 
-/// The official TypeScript SDK (`tests/mcp-node`, installed by `npm ci`) against a real replica,
-/// in the initialize-era and the 2026-07-28 stateless modes.
+/// The official TypeScript SDK (`tests/mcp-node`; the harness runs `npm ci` there when needed)
+/// against a real replica, in the initialize-era and the 2026-07-28 stateless modes.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn official_typescript_sdk_in_both_protocol_modes() {
-    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/mcp-node");
-    assert!(
-        dir.join("node_modules/@modelcontextprotocol/client")
-            .is_dir(),
-        "the TypeScript MCP SDK is not installed: run `npm ci` in tests/mcp-node (.ci/run does)"
-    );
+    use crate::harness::prereq;
+    const TEST: &str = "official_typescript_sdk_in_both_protocol_modes";
+    for tool in ["node", "npm"] {
+        if prereq::find(&[tool]).is_none() {
+            prereq::skip_or_fail(TEST, tool, prereq::NODE_INSTALL);
+            return;
+        }
+    }
+    let dir = prereq::mcp_node_dir();
+    let provision = dir.clone();
+    tokio::task::spawn_blocking(move || prereq::ensure_npm_ci(&provision))
+        .await
+        .unwrap()
+        .unwrap_or_else(|e| panic!("{e}"));
     let f = Fixture::new(StoreKind::Redis, 1).await;
     for mode in ["initialize", "stateless"] {
         let base = f.apps[0].base.clone();

@@ -38,7 +38,10 @@ async fn browser_approves_a_json_approval_with_relabelled_button() {
                 "labels": {"submit": "Refund now", "decline": "Keep the money"}}),
         )
         .await;
-    let b = Browser::start().await;
+    let Some(b) = Browser::start("browser_approves_a_json_approval_with_relabelled_button").await
+    else {
+        return;
+    };
     open(&b, &api, &c.token).await;
     assert_eq!(b.text("h1").await, "Refund order 1042");
     assert!(b.text(".context pre").await.contains("\"amount\": 129.9"));
@@ -87,7 +90,9 @@ async fn browser_fills_a_form_approval_with_every_control() {
                 "requestedSchema": trip_schema(), "labels": {"submit": "Book it"}}),
         )
         .await;
-    let b = Browser::start().await;
+    let Some(b) = Browser::start("browser_fills_a_form_approval_with_every_control").await else {
+        return;
+    };
     open(&b, &api, &c.token).await;
     // Defaults are pre-filled.
     assert_eq!(b.value_of("Nights").await, "2");
@@ -135,7 +140,11 @@ async fn browser_validation_round_trip_keeps_values_and_records_nothing() {
                     "ref": {"type": "string", "title": "Purchase order"}}}}),
         )
         .await;
-    let b = Browser::start().await;
+    let Some(b) =
+        Browser::start("browser_validation_round_trip_keeps_values_and_records_nothing").await
+    else {
+        return;
+    };
     open(&b, &api, &c.token).await;
     // Chromium accepts "a@b" as an email; the server requires a dotted domain.
     b.fill("Billing email", "ap@billing").await;
@@ -179,7 +188,9 @@ async fn browser_chooses_options_and_declines_a_selection() {
                 "options": options, "maxSelections": 2, "labels": {"submit": "Launch"}}),
         )
         .await;
-    let b = Browser::start().await;
+    let Some(b) = Browser::start("browser_chooses_options_and_declines_a_selection").await else {
+        return;
+    };
     open(&b, &api, &multi.token).await;
     assert_eq!(b.text(".choice-desc").await, "Frankfurt and Dublin");
     b.click_label("Europe").await;
@@ -222,7 +233,9 @@ async fn browser_edits_and_trims_a_proposal() {
                 "labels": {"submit": "File it", "decline": "Discard"}}),
         )
         .await;
-    let b = Browser::start().await;
+    let Some(b) = Browser::start("browser_edits_and_trims_a_proposal").await else {
+        return;
+    };
     open(&b, &api, &c.token).await;
     assert!(b.is_checked("Include priority").await);
     assert_eq!(b.value_of("priority").await, "2");

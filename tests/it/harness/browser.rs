@@ -2,7 +2,8 @@
 //! own process group, killed on drop) and a fantoccini session in a fresh profile, with helpers
 //! that act the way a person does — find a field by its label, click a button by its words.
 //!
-//! Missing `chromium` or `chromedriver` fails the test with instructions; it never skips.
+//! Missing `chromium` or `chromedriver`: the test reports itself skipped with the install
+//! command, or fails when `CI` is set (see [`super::prereq`]).
 
 use std::{
     net::TcpStream,
@@ -15,29 +16,39 @@ use std::{
 use fantoccini::{elements::Element, Client, ClientBuilder, Locator};
 use serde_json::json;
 
-use super::free_port;
+use super::{free_port, prereq};
 
 /// Width of a small phone: every browser test runs at it.
 pub const PHONE_WIDTH: u32 = 360;
 
 /// Find the first of `names` on `path` (a `PATH`-style list), or explain how to get it.
 pub fn find_program(names: &[&str], path: &str) -> Result<PathBuf, String> {
-    std::env::split_paths(path)
-        .flat_map(|d| names.iter().map(move |n| d.join(n)))
-        .find(|p| p.is_file())
-        .ok_or_else(|| {
-            format!(
-                "{} not found on PATH: the review-page browser tests drive headless Chromium. \
-                 Install it (Debian: apt-get install chromium chromium-driver) or run .ci/run, \
-                 which does.",
-                names.join(" / ")
-            )
-        })
+    prereq::find_on(names, path).ok_or_else(|| {
+        format!(
+            "{} not found on PATH: the review-page browser tests drive headless Chromium. \
+             Install it ({}) or run .ci/run, which does.",
+            names.join(" / "),
+            prereq::CHROMIUM_INSTALL
+        )
+    })
 }
 
-fn require(names: &[&str]) -> PathBuf {
-    find_program(names, &std::env::var("PATH").unwrap_or_default())
-        .unwrap_or_else(|e| panic!("{e}"))
+const CHROMIUM: &[&str] = &["chromium", "chromium-browser", "google-chrome"];
+const DRIVER: &[&str] = &["chromedriver"];
+
+/// Chromium and chromedriver, or `None` after reporting the skip (a failure under `CI`).
+fn programs(test: &str) -> Option<(PathBuf, PathBuf)> {
+    let path = std::env::var("PATH").unwrap_or_default();
+    for names in [CHROMIUM, DRIVER] {
+        if find_program(names, &path).is_err() {
+            prereq::skip_or_fail(test, &names.join(" / "), prereq::CHROMIUM_INSTALL);
+            return None;
+        }
+    }
+    Some((
+        find_program(CHROMIUM, &path).ok()?,
+        find_program(DRIVER, &path).ok()?,
+    ))
 }
 
 /// A `chromedriver` process group (the driver and the browsers it starts).
@@ -47,8 +58,7 @@ pub struct ChromeDriver {
 }
 
 impl ChromeDriver {
-    pub fn start() -> ChromeDriver {
-        let bin = require(&["chromedriver"]);
+    fn start(bin: PathBuf) -> ChromeDriver {
         let port = free_port();
         let child = Command::new(bin)
             .arg(format!("--port={port}"))
@@ -97,9 +107,11 @@ pub struct Browser {
 }
 
 impl Browser {
-    pub async fn start() -> Browser {
-        let chromium = require(&["chromium", "chromium-browser", "google-chrome"]);
-        let driver = ChromeDriver::start();
+    /// Start a session for `test`, or `None` when Chromium is not installed (reported as a
+    /// skip, or a failure under `CI`): `let Some(b) = Browser::start("name").await else { return };`
+    pub async fn start(test: &str) -> Option<Browser> {
+        let (chromium, driver_bin) = programs(test)?;
+        let driver = ChromeDriver::start(driver_bin);
         let profile = tempfile::tempdir().expect("profile dir");
         let mut caps = serde_json::Map::new();
         caps.insert(
@@ -125,11 +137,11 @@ impl Browser {
             .connect(&format!("http://127.0.0.1:{}", driver.port))
             .await
             .expect("start a chromium session");
-        Browser {
+        Some(Browser {
             client,
             _profile: profile,
             _driver: driver,
-        }
+        })
     }
 
     pub async fn goto(&self, url: &str) {
@@ -264,14 +276,24 @@ impl Browser {
 
 #[test]
 fn missing_browser_fails_with_a_clear_message() {
-    let err = find_program(&["chromedriver"], "/nonexistent-dir").unwrap_err();
-    assert!(err.contains("chromedriver not found"), "{err}");
-    assert!(
-        err.contains("apt-get install chromium chromium-driver"),
-        "{err}"
+    // A PATH without the browser, whatever this machine has installed.
+    let empty = tempfile::tempdir().unwrap();
+    let path = empty.path().display().to_string();
+    for names in [DRIVER, CHROMIUM] {
+        let err = find_program(names, &path).unwrap_err();
+        assert!(
+            err.contains(&format!("{} not found", names.join(" / "))),
+            "{err}"
+        );
+        assert!(
+            err.contains("apt-get install chromium chromium-driver"),
+            "{err}"
+        );
+    }
+    // And a program that is there is found.
+    std::fs::write(empty.path().join("chromedriver"), "").unwrap();
+    assert_eq!(
+        find_program(DRIVER, &path).unwrap(),
+        empty.path().join("chromedriver")
     );
-    // CI installs both, so with the real PATH they are found.
-    let path = std::env::var("PATH").unwrap_or_default();
-    assert!(find_program(&["chromedriver"], &path).is_ok());
-    assert!(find_program(&["chromium", "chromium-browser", "google-chrome"], &path).is_ok());
 }
