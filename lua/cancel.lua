@@ -1,8 +1,8 @@
 -- cancel.lua: the requester withdraws, pending -> canceled (repeat cancels answer canceled).
 -- KEYS[1] record hash (also the shard channel)   KEYS[2] audit list
 -- ARGV[1] tenant   ARGV[2] actor
--- Returns {"ok", "canceled", changed} (changed "1" the first time, "0" on repeats) or {"err", code}: not_found (absent or other tenant), expired,
--- already_decided.
+-- Returns {"ok", "canceled", changed} (changed "1" the first time, "0" on repeats) or
+-- {"err", code}: not_found (absent or other tenant), expired, already_decided.
 -- Clock: Redis TIME. Publishes "canceled" on KEYS[1] (SPUBLISH) when it changes.
 local f = redis.call('HMGET', KEYS[1], 'status', 'expires_ms', 'tenant')
 if not f[1] or f[3] ~= ARGV[1] then
@@ -21,7 +21,7 @@ if now >= tonumber(f[2]) then
   return {'err', 'expired'}
 end
 local nows = string.format('%.0f', now)
-redis.call('HSET', KEYS[1], 'status', 'canceled', 'canceled_ms', nows)
+redis.call('HSET', KEYS[1], 'status', 'canceled')
 redis.call('RPUSH', KEYS[2], '{"type":"canceled","at":' .. nows .. ',"actor":' ..
   cjson.encode(ARGV[2]) .. '}')
 redis.call('SPUBLISH', KEYS[1], 'canceled')

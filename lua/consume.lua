@@ -26,7 +26,6 @@ if st ~= 'consumed' then
   redis.call('HSET', KEYS[1], 'status', 'consumed')
   redis.call('SPUBLISH', KEYS[1], 'consumed')
 end
-redis.call('HINCRBY', KEYS[1], 'fetches', 1)
 redis.call('RPUSH', KEYS[2], '{"type":"fetched","at":' .. nows .. ',"actor":' ..
   cjson.encode(ARGV[2]) .. '}')
 return {'ok', f[4], f[5], f[6]}

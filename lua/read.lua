@@ -5,7 +5,7 @@
 -- ARGV   for each key in order: the number of fields n, then the n field names
 -- Returns {seconds, microseconds, {values of KEYS[1]}, {values of KEYS[2]}, ...}; a missing
 --   field (or record) is nil. Writes nothing, publishes nothing.
--- Exactness (DESIGN §3): TIME runs before every HMGET in this atomic call, so a record read as
+-- Exactness (docs/architecture.md): TIME runs before every HMGET in this atomic call, so a record read as
 -- pending at or past its deadline can no longer be decided (decide.lua refuses after it).
 local t = redis.call('TIME')
 local out = { t[1], t[2] }

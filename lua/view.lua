@@ -1,13 +1,13 @@
 -- view.lua: append a "viewed" audit event when a reviewer opens the page. No state change.
 -- KEYS[1] record hash   KEYS[2] audit list
--- ARGV[1] review token hash   ARGV[2] actor
+-- ARGV[1] review token hash   ARGV[2] actor   ARGV[3] most audit entries to append a view to
 -- Returns {"ok"} or {"err", "not_found"}. Clock: Redis TIME. Publishes nothing.
--- Views are recorded only while the audit list is shorter than 200 entries, so whoever holds
+-- Views are recorded only while the audit list is shorter than ARGV[3] entries, so whoever holds
 -- the link cannot grow the record without bound by reloading the page.
 if redis.call('HGET', KEYS[1], 'token_hash') ~= ARGV[1] then
   return {'err', 'not_found'}
 end
-if redis.call('LLEN', KEYS[2]) >= 200 then
+if redis.call('LLEN', KEYS[2]) >= tonumber(ARGV[3]) then
   return {'ok'}
 end
 local t = redis.call('TIME')

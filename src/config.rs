@@ -254,7 +254,7 @@ impl Config {
             trust_forwarded_for: cli.trust_forwarded_for,
             mcp_allowed_hosts,
             generated_key,
-            min_expires_secs: crate::model::request::MIN_EXPIRES_SECS,
+            min_expires_secs: crate::model::rules::MIN_EXPIRES_SECS,
         })
     }
 

@@ -2,23 +2,29 @@
 //! edit a proposal) and keep working while they wait.
 //!
 //! # Layout
+//! Layers, each using only the ones above it (docs/architecture.md):
+//! - [`error`]: the one error type and the error table (codes, HTTP status, hints, wording).
+//! - [`model`]: ids, tenants, statuses, common field rules, the `requestedSchema` subset.
+//! - [`form`]: the review form, kind-neutral: controls to show, posted data to read.
+//! - [`kinds`]: one module per kind (approval, selection, proposal): create and decision
+//!   validation, result part, MCP arguments, review controls.
+//! - [`token`]: random values, review tokens and hashes.
 //! - [`config`]: flags and `ELICITD_*` variables, validated before binding.
-//! - [`model`]: ids, kinds, statuses, request and decision validation (`model::schema` holds the
-//!   MCP `requestedSchema` subset).
-//! - [`store`]: the storage contract, the Redis store (Lua scripts in `lua/`) and the memory store.
+//! - [`store`]: the storage contract, the Redis store (`store::redis`, Lua in `lua/`) and the
+//!   memory store.
 //! - [`wake`]: the per-replica waiter hub that wakes parked `await` calls.
-//! - [`service`]: the business layer all surfaces call.
 //! - [`limits`]: per-replica abuse limits (create rate, wrong review tokens).
-//! - [`api`]: the REST adapter, probes and the OpenAPI document.
-//! - [`review`]: the human review page (`/review/{token}`): askama templates in `templates/`,
-//!   CSRF and origin checks, form → decision conversion.
-//! - [`mcp`]: the MCP adapter (Streamable HTTP at `/mcp`, and stdio).
+//! - [`service`]: the business layer, the only door for the adapters.
+//! - Adapters: [`api`] (REST, probes, OpenAPI), [`mcp`] (MCP over Streamable HTTP and stdio),
+//!   [`review`] (the human review page, askama templates in `templates/`).
 //! - [`telemetry`]: logging, request ids, metrics.
-//! - [`server`]: wiring and graceful shutdown.
+//! - [`server`]: wiring, the accept loop and graceful shutdown.
 
 pub mod api;
 pub mod config;
 pub mod error;
+pub mod form;
+pub mod kinds;
 pub mod limits;
 pub mod mcp;
 pub mod model;

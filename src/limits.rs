@@ -52,8 +52,9 @@ impl Limits {
     /// Take one create from the tenant's bucket.
     pub fn check_create(&self, tenant: &Tenant) -> Result<(), Error> {
         match &self.create {
-            Some(l) if l.check_key(tenant).is_err() => Err(Error::RateLimited(
-                "too many creates for this tenant; slow down and retry shortly".into(),
+            Some(l) if l.check_key(tenant).is_err() => Err(Error::rate_limited(
+                "too many creates for this tenant; slow down and retry shortly",
+                1,
             )),
             _ => Ok(()),
         }
@@ -64,8 +65,9 @@ impl Limits {
         let Some(ip) = client else { return Ok(()) };
         let mut braked = self.lock();
         match braked.get(&ip) {
-            Some(until) if *until > Instant::now() => Err(Error::RateLimited(
-                "too many invalid review links from this address; wait a minute".into(),
+            Some(until) if *until > Instant::now() => Err(Error::rate_limited(
+                "too many invalid review links from this address; wait a minute",
+                BRAKE.as_secs() as u32,
             )),
             Some(_) => {
                 braked.remove(&ip);

@@ -64,7 +64,7 @@ pub async fn build(config: Config) -> Result<Service, Box<dyn std::error::Error 
 /// The complete HTTP application of one replica. `/metrics` is included unless the config
 /// moves it to its own listener (`ELICITD_METRICS_LISTEN`).
 pub fn app(service: Service) -> Router {
-    let separate_metrics = service.config.metrics_listen.is_some();
+    let separate_metrics = service.config().metrics_listen.is_some();
     let mut router = api::router(service.clone())
         .merge(crate::mcp::router(service.clone()))
         .merge(crate::review::router(service));
@@ -107,9 +107,8 @@ pub async fn serve(
     service: Service,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
-    let hub = service.hub.clone();
-    let config = service.config.clone();
-    let app = app(service).layer(RequestBodyTimeoutLayer::new(config.body_timeout));
+    let config = service.config().clone();
+    let app = app(service.clone()).layer(RequestBodyTimeoutLayer::new(config.body_timeout));
     let mut builder = ConnBuilder::new(TokioExecutor::new());
     builder
         .http1()
@@ -163,10 +162,10 @@ pub async fn serve(
     }
     drop(listener);
     tracing::info!(
-        parked = hub.parked(),
+        parked = service.parked_awaits(),
         "shutting down: releasing parked awaits"
     );
-    hub.shutdown();
+    service.shutdown();
     if tokio::time::timeout(DRAIN_TIMEOUT, graceful.shutdown())
         .await
         .is_err()

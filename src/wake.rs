@@ -104,10 +104,13 @@ impl Hub {
     pub async fn register(self: &Arc<Self>, id: ElicitationId) -> Result<Waiter, Error> {
         if self.parked.fetch_add(1, Ordering::AcqRel) >= self.max_parked {
             self.parked.fetch_sub(1, Ordering::AcqRel);
-            return Err(Error::RateLimited(format!(
-                "this replica already holds {} parked awaits; retry shortly or poll status",
-                self.max_parked
-            )));
+            return Err(Error::rate_limited(
+                format!(
+                    "this replica already holds {} parked awaits; retry shortly or poll status",
+                    self.max_parked
+                ),
+                1,
+            ));
         }
         metrics::gauge!("elicitd_awaits_parked").increment(1.0);
         let rx = {

@@ -6,7 +6,7 @@ use utoipa::{
     Modify, OpenApi, ToSchema,
 };
 
-use crate::model::schema::FieldError;
+use crate::error::{FieldError, TABLE};
 
 /// SPEC §5 error body.
 #[derive(ToSchema)]
@@ -19,8 +19,7 @@ pub struct ErrorBody {
 #[derive(ToSchema)]
 #[allow(dead_code)] // schema only
 pub struct ErrorDetail {
-    /// invalid_request, unauthorized, not_found, not_decided, already_decided, canceled,
-    /// expired, payload_too_large, rate_limited, unavailable, internal.
+    /// A stable code from the error table (the enum is filled in from it).
     code: String,
     message: String,
     details: Option<Vec<FieldError>>,
@@ -42,6 +41,27 @@ impl Modify for BearerAuth {
             "bearer",
             SecurityScheme::Http(HttpBuilder::new().scheme(HttpAuthScheme::Bearer).build()),
         );
+    }
+}
+
+/// `ErrorDetail.code` lists the codes of the error table (one source for docs and code).
+/// Applied to the finished document (the routes re-register `ErrorDetail`).
+pub struct ErrorCodes;
+
+impl Modify for ErrorCodes {
+    fn modify(&self, openapi: &mut utoipa::openapi::OpenApi) {
+        use utoipa::openapi::{schema::Schema, RefOr};
+        let mut codes: Vec<&str> = TABLE.iter().map(|r| r.code).collect();
+        codes.dedup();
+        let detail = openapi
+            .components
+            .as_mut()
+            .and_then(|c| c.schemas.get_mut("ErrorDetail"));
+        if let Some(RefOr::T(Schema::Object(o))) = detail {
+            if let Some(RefOr::T(Schema::Object(code))) = o.properties.get_mut("code") {
+                code.enum_values = Some(codes.into_iter().map(Into::into).collect());
+            }
+        }
     }
 }
 

@@ -19,13 +19,8 @@ impl FromRequestParts<Service> for AgentTenant {
         let value = parts
             .headers
             .get(header::AUTHORIZATION)
-            .and_then(|v| v.to_str().ok())
-            .ok_or(Error::Unauthorized)?;
-        let (scheme, key) = value.trim().split_once(' ').ok_or(Error::Unauthorized)?;
-        if !scheme.eq_ignore_ascii_case("bearer") {
-            return Err(Error::Unauthorized);
-        }
-        s.authenticate(key.trim()).map(AgentTenant)
+            .and_then(|v| v.to_str().ok());
+        s.authenticate_bearer(value).map(AgentTenant)
     }
 }
 
@@ -46,7 +41,7 @@ impl<T: DeserializeOwned> FromRequest<Service> for JsonBody<T> {
             if e.status() == axum::http::StatusCode::PAYLOAD_TOO_LARGE {
                 Error::PayloadTooLarge(format!(
                     "request body is larger than {} bytes",
-                    s.config.max_body_bytes
+                    s.config().max_body_bytes
                 ))
             } else {
                 Error::invalid(format!("could not read the body: {}", e.body_text()))

@@ -25,15 +25,18 @@ pub use extract::{AgentTenant, JsonBody};
 
 use crate::{
     error::Error,
-    model::{CreateRequest, DecisionInput, Kind},
-    service::{AuditOut, CreatedOut, ResultOut, Service, StateOut, StatusOut},
+    kinds::{CreateRequest, DecisionInput, Kind},
+    service::{
+        out::{AuditOut, CreatedOut, ResultOut, StateOut, StatusOut},
+        Service,
+    },
 };
 
 type ApiResult<T> = Result<T, Error>;
 
 /// The REST routes with their OpenAPI document.
 fn documented() -> (Router<Service>, utoipa::openapi::OpenApi) {
-    OpenApiRouter::with_openapi(ApiDoc::openapi())
+    let (routes, mut doc) = OpenApiRouter::with_openapi(ApiDoc::openapi())
         .routes(routes!(healthz))
         .routes(routes!(readyz))
         .routes(routes!(create_approval))
@@ -45,7 +48,9 @@ fn documented() -> (Router<Service>, utoipa::openapi::OpenApi) {
         .routes(routes!(cancel))
         .routes(routes!(audit))
         .routes(routes!(decide))
-        .split_for_parts()
+        .split_for_parts();
+    utoipa::Modify::modify(&docs::ErrorCodes, &mut doc);
+    (routes, doc)
 }
 
 /// The OpenAPI document served at `/openapi.json`.
@@ -55,7 +60,7 @@ pub fn openapi() -> utoipa::openapi::OpenApi {
 
 /// All REST routes plus probes and `/openapi.json`, with the body limit applied.
 pub fn router(service: Service) -> Router {
-    let limit = service.config.max_body_bytes;
+    let limit = service.config().max_body_bytes;
     let (routes, doc) = documented();
     let doc = Arc::new(doc);
     routes
@@ -85,7 +90,7 @@ async fn healthz() -> impl IntoResponse {
 #[utoipa::path(get, path = "/readyz", tag = "operations", responses(
     (status = 200, body = docs::ProbeBody), (status = 503, body = ErrorBody)))]
 async fn readyz(State(s): State<Service>) -> axum::response::Response {
-    match s.store.ready().await {
+    match s.ready().await {
         Ok(()) => Json(serde_json::json!({"status": "ready"})).into_response(),
         Err(e) => {
             tracing::warn!(error = %e, source = ?std::error::Error::source(&e), "not ready");

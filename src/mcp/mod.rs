@@ -4,7 +4,12 @@
 //!
 //! Errors: malformed arguments are JSON-RPC errors (-32602, from argument deserialization);
 //! domain failures are tool results with `isError: true` whose text starts with the SPEC §5 code
-//! and says what to do next.
+//! and says what to do next (the hint comes from the error table).
+//!
+//! `context` stays the agent's JSON text end to end, as over REST: the HTTP layer in front of
+//! rmcp keeps the raw text of `params.arguments.context` of a `tools/call` ([`RawContext`]), the
+//! create tools store that text, and every tool result's text block is our own serialization
+//! (so `elicit_result` returns `context` byte for byte; `structuredContent` is the parsed form).
 
 pub mod args;
 
@@ -32,13 +37,21 @@ use rmcp::{
     },
     ErrorData as McpError, RoleServer, ServerHandler,
 };
-use serde::{de::DeserializeOwned, Serialize};
+use serde::{de::DeserializeOwned, Deserialize, Serialize};
+use serde_json::value::RawValue;
 
-use self::args::{ApprovalArgs, AwaitArgs, IdArgs, PingArgs, PingOut, ProposalArgs, SelectionArgs};
+use self::args::{AwaitArgs, IdArgs, PingArgs, PingOut};
 use crate::{
     error::Error,
-    model::{Kind, Tenant},
-    service::{CreatedOut, ResultOut, Service, StateOut, StatusOut},
+    kinds::{
+        approval::ApprovalArgs, proposal::ProposalArgs, selection::SelectionArgs, CreateRequest,
+        Kind,
+    },
+    model::Tenant,
+    service::{
+        out::{CreatedOut, ResultOut, StateOut, StatusOut},
+        Service,
+    },
 };
 
 const INSTRUCTIONS: &str = "Ask a human for a decision and keep working while they decide. \
@@ -57,35 +70,28 @@ pub struct ElicitTools {
     tool_router: ToolRouter<Self>,
 }
 
+/// A successful tool result: the structured value, and as text our own JSON serialization of
+/// it (raw `context` kept byte for byte).
 fn ok<T: Serialize>(value: &T) -> Result<CallToolResult, McpError> {
-    serde_json::to_value(value)
-        .map(CallToolResult::structured)
-        .map_err(|e| McpError::internal_error(e.to_string(), None))
+    let text =
+        serde_json::to_string(value).map_err(|e| McpError::internal_error(e.to_string(), None))?;
+    let structured =
+        serde_json::to_value(value).map_err(|e| McpError::internal_error(e.to_string(), None))?;
+    let mut r = CallToolResult::structured(structured);
+    r.content = vec![ContentBlock::text(text)];
+    Ok(r)
 }
 
-/// Domain failures → tool errors the model can act on; infrastructure failures likewise, but
-/// generic.
+/// Domain failures → tool errors the model can act on (code, message, the table's hint);
+/// infrastructure failures likewise, but generic.
 fn tool_error(e: Error) -> CallToolResult {
-    let next = match &e {
-        Error::NotDecided => " — call elicit_await to wait for the reviewer, then elicit_result",
-        Error::NotFound => " — check the elicitationId (it may also have passed its retention and been deleted)",
-        Error::AlreadyDecided => " — call elicit_result to read the decision",
-        Error::Canceled => " — this request was canceled; create a new one if you still need a decision",
-        Error::Expired => " — nobody decided before the deadline; create a new request (maybe with a longer expiresInSeconds)",
-        Error::InvalidRequest { .. } => " — fix the arguments and call again",
-        Error::PayloadTooLarge(_) => " — send less data (context is limited to 64 KiB)",
-        Error::RateLimited(_) => " — wait a second, then retry or poll elicit_status",
-        Error::Unavailable(_) => " — storage is temporarily unavailable; retry in a moment",
-        _ => "",
-    };
-    let message = match &e {
-        Error::Internal(source) => {
-            tracing::error!(error = %source, "internal error in MCP tool");
-            "internal error".to_string()
-        }
-        other => other.to_string(),
-    };
-    let mut text = format!("{}: {message}{next}", e.code());
+    e.log("mcp");
+    let hint = e.row().mcp_hint;
+    let mut text = format!("{}: {}", e.code(), e.public_message());
+    if !hint.is_empty() {
+        text.push_str(" — ");
+        text.push_str(hint);
+    }
     if !e.details().is_empty() {
         let details: Vec<String> = e
             .details()
@@ -132,13 +138,26 @@ impl ElicitTools {
         &self,
         ctx: &RequestContext<RoleServer>,
         kind: Kind,
-        req: Result<crate::model::CreateRequest, Error>,
+        req: Result<CreateRequest, Error>,
     ) -> Result<CallToolResult, McpError> {
         let tenant = self.tenant(ctx)?;
-        let req = match req {
+        let mut req = match req {
             Ok(r) => r,
             Err(e) => return Ok(tool_error(e)),
         };
+        // The agent's own text of `context`, when the HTTP layer kept it (the same JSON as the
+        // parsed argument, which is checked).
+        let raw = ctx
+            .extensions
+            .get::<http::request::Parts>()
+            .and_then(|p| p.extensions.get::<RawContext>());
+        if let (Some(raw), Some(parsed)) = (raw, req.context.as_ref()) {
+            let same = serde_json::from_str::<serde_json::Value>(raw.0.get()).ok()
+                == serde_json::from_str::<serde_json::Value>(parsed.get()).ok();
+            if same {
+                req.context = Some(raw.0.clone());
+            }
+        }
         respond::<CreatedOut>(self.service.create(&tenant, kind, req).await)
     }
 
@@ -274,15 +293,16 @@ impl ServerHandler for ElicitTools {
     }
 }
 
-/// `/mcp`: bearer auth in front of the stateless Streamable HTTP service.
+/// `/mcp`: bearer auth and the body guard in front of the stateless Streamable HTTP service.
 pub fn router(service: Service) -> Router {
     let tools = ElicitTools::new(service.clone(), None);
     let config = StreamableHttpServerConfig::default()
         .with_legacy_session_mode(false)
         .with_json_response(true)
         .with_sse_keep_alive(None)
-        .with_allowed_hosts(service.config.mcp_allowed_hosts.clone())
-        .with_cancellation_token(service.hub.shutdown_token().child_token());
+        .with_allowed_hosts(service.config().mcp_allowed_hosts.clone())
+        .with_max_request_body_bytes(service.config().max_body_bytes)
+        .with_cancellation_token(service.shutdown_token().child_token());
     let mcp = StreamableHttpService::new(
         move || Ok(tools.clone()),
         Arc::new(NeverSessionManager::default()),
@@ -293,19 +313,62 @@ pub fn router(service: Service) -> Router {
         .layer(axum::middleware::from_fn_with_state(service, authenticate))
 }
 
-async fn authenticate(State(s): State<Service>, mut req: Request, next: Next) -> Response {
-    let key = req
+/// The raw JSON text of `params.arguments.context` of a `tools/call` request.
+#[derive(Debug, Clone)]
+pub struct RawContext(pub Box<RawValue>);
+
+/// Just enough of a JSON-RPC request to find `params.arguments.context` without parsing it.
+#[derive(Deserialize)]
+struct Envelope<'a> {
+    #[serde(borrow)]
+    method: Option<&'a str>,
+    #[serde(borrow)]
+    params: Option<EnvelopeParams<'a>>,
+}
+
+#[derive(Deserialize)]
+struct EnvelopeParams<'a> {
+    #[serde(borrow)]
+    arguments: Option<EnvelopeArgs<'a>>,
+}
+
+#[derive(Deserialize)]
+struct EnvelopeArgs<'a> {
+    #[serde(borrow)]
+    context: Option<&'a RawValue>,
+}
+
+/// Bearer auth, then the body: read within `ELICITD_MAX_BODY_BYTES` (413 past it), and for a
+/// `tools/call` keep the raw `context` text for the tool ([`RawContext`]).
+async fn authenticate(State(s): State<Service>, req: Request, next: Next) -> Response {
+    let header = req
         .headers()
         .get(http::header::AUTHORIZATION)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.trim().split_once(' '))
-        .filter(|(scheme, _)| scheme.eq_ignore_ascii_case("bearer"))
-        .map(|(_, key)| key.trim().to_string());
-    match key.as_deref().map(|k| s.authenticate(k)) {
-        Some(Ok(tenant)) => {
-            req.extensions_mut().insert(tenant);
-            next.run(req).await
+        .and_then(|v| v.to_str().ok());
+    let tenant = match s.authenticate_bearer(header) {
+        Ok(t) => t,
+        Err(e) => return e.into_response(),
+    };
+    let (mut parts, body) = req.into_parts();
+    let limit = s.config().max_body_bytes;
+    let bytes = match axum::body::to_bytes(body, limit).await {
+        Ok(b) => b,
+        Err(_) => {
+            return Error::PayloadTooLarge(format!("request body is larger than {limit} bytes"))
+                .into_response()
         }
-        _ => Error::Unauthorized.into_response(),
+    };
+    if let Ok(Envelope {
+        method: Some("tools/call"),
+        params:
+            Some(EnvelopeParams {
+                arguments: Some(EnvelopeArgs { context: Some(raw) }),
+            }),
+    }) = serde_json::from_slice::<Envelope>(&bytes)
+    {
+        parts.extensions.insert(RawContext(raw.to_owned()));
     }
+    parts.extensions.insert(tenant);
+    next.run(Request::from_parts(parts, axum::body::Body::from(bytes)))
+        .await
 }

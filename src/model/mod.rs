@@ -1,18 +1,15 @@
-//! Domain types: ids, tenants, kinds, statuses, what an agent asks (`Spec`) and what a reviewer
-//! answers (`Outcome`). Everything is parsed and validated at the edge (see `request` and
-//! `decision`); the rest of the crate passes these types, never raw strings.
+//! Domain types every layer shares: ids, tenants, statuses, the reviewer's verdict, button
+//! labels, times, and the field rules common to every kind (`rules`). What each kind asks and
+//! answers lives in [`crate::kinds`]; the `requestedSchema` subset in [`schema`].
+//! Everything is parsed and validated at the edge; the rest of the crate passes these types,
+//! never raw strings.
 
-pub mod decision;
-pub mod request;
+pub mod rules;
 pub mod schema;
 
 use std::fmt;
 
 use serde::{Deserialize, Serialize};
-use serde_json::{value::RawValue, Map, Value};
-
-pub use decision::{DecisionInput, Outcome};
-pub use request::CreateRequest;
 
 /// An elicitation id: a random v4 UUID. Anything that does not parse is simply `not_found`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -66,55 +63,6 @@ impl fmt::Display for Tenant {
     }
 }
 
-/// What kind of decision is asked for.
-#[derive(
-    Debug,
-    Clone,
-    Copy,
-    PartialEq,
-    Eq,
-    Serialize,
-    Deserialize,
-    utoipa::ToSchema,
-    schemars::JsonSchema,
-)]
-#[serde(rename_all = "lowercase")]
-pub enum Kind {
-    Approval,
-    Selection,
-    Proposal,
-}
-
-impl Kind {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Kind::Approval => "approval",
-            Kind::Selection => "selection",
-            Kind::Proposal => "proposal",
-        }
-    }
-    pub fn parse(s: &str) -> Option<Self> {
-        Some(match s {
-            "approval" => Kind::Approval,
-            "selection" => Kind::Selection,
-            "proposal" => Kind::Proposal,
-            _ => return None,
-        })
-    }
-    /// Default button words (SPEC §3 `labels`).
-    pub fn default_labels(self) -> Labels {
-        let (s, d) = match self {
-            Kind::Approval => ("Approve", "Decline"),
-            Kind::Selection => ("Submit", "None of these"),
-            Kind::Proposal => ("Submit", "Reject"),
-        };
-        Labels {
-            submit: s.into(),
-            decline: d.into(),
-        }
-    }
-}
-
 /// Lifecycle status: `pending` (undecided), `submitted` / `declined` (decided; read it with
 /// result), `consumed` (result already read), `canceled` (withdrawn by the requester),
 /// `expired` (deadline passed undecided; computed at read time, never stored).
@@ -160,10 +108,6 @@ impl Status {
             "expired" => Status::Expired,
             _ => return None,
         })
-    }
-    /// Nothing ever leaves these.
-    pub fn is_terminal(self) -> bool {
-        matches!(self, Status::Canceled | Status::Consumed | Status::Expired)
     }
     /// The status a reader sees: a stored `pending` past its deadline reads `expired`.
     pub fn effective(stored: Status, now_ms: i64, expires_ms: i64) -> Status {
@@ -213,44 +157,6 @@ impl Decision {
 pub struct Labels {
     pub submit: String,
     pub decline: String,
-}
-
-/// A validated request as stored with the record (JSON, camelCase).
-#[derive(Debug, Clone, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct Spec {
-    pub kind: Kind,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub title: Option<String>,
-    pub message: String,
-    /// Echoed verbatim (bytes as sent) by `result`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub context: Option<Box<RawValue>>,
-    pub labels: Labels,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub requested_schema: Option<Value>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub options: Option<Vec<Map<String, Value>>>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub min_selections: Option<u32>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub max_selections: Option<u32>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub proposal: Option<Map<String, Value>>,
-    pub expires_in_seconds: u64,
-}
-
-impl Spec {
-    /// The parsed `requestedSchema`, if any. It was validated at create time.
-    pub fn schema(&self) -> Option<schema::RequestedSchema> {
-        self.requested_schema
-            .as_ref()
-            .and_then(|v| schema::RequestedSchema::parse(v, "requestedSchema").ok())
-    }
-    /// Approval in form mode (has a `requestedSchema`).
-    pub fn is_form(&self) -> bool {
-        self.kind == Kind::Approval && self.requested_schema.is_some()
-    }
 }
 
 /// Format epoch milliseconds as RFC 3339 UTC with millisecond precision.

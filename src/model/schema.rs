@@ -11,6 +11,8 @@ use std::collections::HashSet;
 
 use serde_json::{Map, Value};
 
+use crate::error::FieldError;
+
 type Obj = Map<String, Value>;
 type Options = Vec<ChoiceOption>;
 
@@ -37,14 +39,6 @@ const ITEMS_SHAPE: &str = "must be {\"type\": \"string\", \"enum\": [...]} \
 const TITLES_RULE: &str =
     "must be an array of titles (up to 200 characters each), one per enum value";
 const OPTION_SHAPE: &str = "must be an object like {\"const\": \"value\", \"title\": \"Label\"}";
-
-/// One problem with one field; `field` is a dotted path for schema errors
-/// (e.g. "requestedSchema.properties.age.minimum") or the property name for submissions.
-#[derive(Debug, Clone, PartialEq, serde::Serialize, utoipa::ToSchema)]
-pub struct FieldError {
-    pub field: String,
-    pub message: String,
-}
 
 #[derive(Debug, Clone, PartialEq)]
 pub enum FieldKind {

@@ -13,9 +13,7 @@
 //!   `frame-ancestors 'none'`; pages are `no-store`, versioned static files are cached for a
 //!   year. Agent-supplied text only ever reaches the templates as escaped text.
 
-pub mod controls;
 pub mod csrf;
-pub mod form;
 pub mod text;
 pub mod view;
 
@@ -32,15 +30,18 @@ use axum::{
 
 use self::{
     csrf::Refusal,
-    form::{BadForm, FormData},
     view::{Notice, Resubmit},
 };
 use crate::{
-    error::Error,
+    error::{Error, FieldError},
+    form::{BadForm, FormData},
+    kinds::DecisionInput,
     limits::ClientAddr,
-    model::{local_now_ms, schema::FieldError, Status},
-    service::Service,
-    store::ReviewView,
+    model::{local_now_ms, Status},
+    service::{
+        out::{Decided, Review},
+        Service,
+    },
 };
 
 /// Content-Security-Policy of every review response: same-origin files only, nothing inline.
@@ -49,7 +50,7 @@ pub const CSP: &str = "default-src 'none'; script-src 'self'; style-src 'self'; 
 
 /// The review routes, with the security headers and the body limit applied.
 pub fn router(service: Service) -> Router {
-    let limit = service.config.max_body_bytes;
+    let limit = service.config().max_body_bytes;
     Router::new()
         .route("/review/{token}", get(show).post(submit))
         .route("/review/static/{file}", get(asset))
@@ -103,52 +104,28 @@ fn page(status: StatusCode, t: &impl Template) -> Response {
 }
 
 fn not_found() -> Response {
-    let n = Notice::error(
-        "Link not valid",
-        &["This review link is not valid. Check that you opened the whole link you were sent."],
-        None,
-    );
-    page(StatusCode::NOT_FOUND, &n)
+    error_page(Error::NotFound)
 }
 
-/// The page for a failed service call (no details for the reviewer; the log has them).
+/// The page for a failed service call: the error table's wording, no details for the reviewer
+/// (the log has them).
 fn error_page(e: Error) -> Response {
-    match e {
-        Error::NotFound => not_found(),
-        Error::RateLimited(_) => {
-            let n = Notice::error(
-                "Too many attempts",
-                &["Too many invalid review links were opened from your address. Please wait a minute and try again."],
-                None,
-            );
-            let mut r = page(StatusCode::TOO_MANY_REQUESTS, &n);
-            r.headers_mut()
-                .insert(header::RETRY_AFTER, HeaderValue::from_static("60"));
-            r
-        }
-        Error::Unavailable(source) => {
-            tracing::warn!(error = %source, "review page: storage unavailable");
-            let n = Notice::error(
-                "Temporarily unavailable",
-                &["The service cannot be reached right now. Please try again in a moment."],
-                None,
-            );
-            let mut r = page(StatusCode::SERVICE_UNAVAILABLE, &n);
-            r.headers_mut()
-                .insert(header::RETRY_AFTER, HeaderValue::from_static("2"));
-            r
-        }
-        other => {
-            tracing::error!(error = %other, source = ?std::error::Error::source(&other), "review page failed");
-            let n = Notice::error(
-                "Something went wrong",
-                &["Your decision could not be handled. Please try again later."],
-                None,
-            );
-            page(StatusCode::INTERNAL_SERVER_ERROR, &n)
-        }
+    e.log("review");
+    let (heading, line) = e.row().page.unwrap_or(TABLE_FALLBACK);
+    let status = StatusCode::from_u16(e.http_status()).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+    let mut r = page(status, &Notice::error(heading, &[line], None));
+    if let Some(secs) = e.retry_after_secs() {
+        r.headers_mut()
+            .insert(header::RETRY_AFTER, HeaderValue::from(secs));
     }
+    r
 }
+
+/// Wording for an error the table gives no page text (never shown for a decision state).
+const TABLE_FALLBACK: (&str, &str) = (
+    "Something went wrong",
+    "Your decision could not be handled. Please try again later.",
+);
 
 fn refused(token: &str, why: Refusal) -> Response {
     let line = match why {
@@ -182,24 +159,18 @@ fn now_s() -> i64 {
     local_now_ms() / 1000
 }
 
-/// The page of `view`: the form while pending, else its state.
-fn render(
-    s: &Service,
-    token: &str,
-    view: &ReviewView,
-    status: StatusCode,
-    re: Resubmit,
-) -> Response {
-    if view.status == Status::Pending {
-        let csrf = csrf::issue(&s.config.secret, token, now_s());
-        page(status, &view::review_page(view, token, csrf, re))
+/// The page of `review`: the form while pending, else its state.
+fn render(s: &Service, token: &str, review: &Review, status: StatusCode, re: Resubmit) -> Response {
+    if review.status == Status::Pending {
+        let csrf = csrf::issue(&s.config().secret, token, now_s());
+        page(status, &view::review_page(review, token, csrf, re))
     } else {
-        let code = match (status.is_success(), view.status) {
+        let code = match (status.is_success(), review.status) {
             (true, _) => StatusCode::OK,
             (false, Status::Expired) => StatusCode::GONE,
             (false, _) => StatusCode::CONFLICT,
         };
-        page(code, &view::state_page(view))
+        page(code, &view::state_page(review))
     }
 }
 
@@ -209,16 +180,18 @@ async fn show(
     client: Option<Extension<ClientAddr>>,
 ) -> Response {
     let client = client.map(|Extension(c)| c.0);
-    let view = match s.review(&token, client).await {
+    let review = match s.review(&token, client).await {
         Ok(v) => v,
         Err(e) => return error_page(e),
     };
-    if let Err(e) = s.record_view(&token, view.id).await {
+    if let Err(e) = s.record_view(&review).await {
         tracing::debug!(error = %e, "could not record a review page view");
     }
-    render(&s, &token, &view, StatusCode::OK, Resubmit::default())
+    render(&s, &token, &review, StatusCode::OK, Resubmit::default())
 }
 
+/// One read of the request (`Service::review`), the checks, then one decide call on that same
+/// read (`Service::decide_review`): a page post costs one lookup, also when it loses a race.
 async fn submit(
     State(s): State<Service>,
     Path(token): Path<String>,
@@ -227,11 +200,11 @@ async fn submit(
     body: Result<Bytes, BytesRejection>,
 ) -> Response {
     let client = client.map(|Extension(c)| c.0);
-    let view = match s.review(&token, client).await {
+    let review = match s.review(&token, client).await {
         Ok(v) => v,
         Err(e) => return error_page(e),
     };
-    let public_origin = csrf::origin_of(&s.config.public_url).unwrap_or_default();
+    let public_origin = csrf::origin_of(&s.config().public_url).unwrap_or_default();
     if let Err(why) = csrf::check_origin(&headers, &public_origin) {
         return refused(&token, why);
     }
@@ -252,7 +225,7 @@ async fn submit(
         Err(e) => return bad_form(&token, &sentence_of(&e)),
     };
     let mut notice = None;
-    match csrf::verify(&s.config.secret, &token, form.get("csrf"), now_s()) {
+    match csrf::verify(&s.config().secret, &token, form.get("csrf"), now_s()) {
         Ok(()) => {}
         // A genuine but stale form: show it again, values kept, with a fresh token.
         Err(Refusal::Expired) => {
@@ -264,8 +237,14 @@ async fn submit(
         }
         Err(why) => return refused(&token, why),
     }
-    if view.status != Status::Pending {
-        return render(&s, &token, &view, StatusCode::CONFLICT, Resubmit::default());
+    if review.status != Status::Pending {
+        return render(
+            &s,
+            &token,
+            &review,
+            StatusCode::CONFLICT,
+            Resubmit::default(),
+        );
     }
     let again = |errors: &[FieldError], notice: Option<String>, status| {
         let re = Resubmit {
@@ -273,12 +252,12 @@ async fn submit(
             errors,
             notice,
         };
-        render(&s, &token, &view, status, re)
+        render(&s, &token, &review, status, re)
     };
     if notice.is_some() {
         return again(&[], notice, StatusCode::FORBIDDEN);
     }
-    let parsed = match form::to_decision(&view.spec, &form) {
+    let parsed = match DecisionInput::from_form(&review.spec, &form) {
         Ok(p) => p,
         Err(e) => return bad_form(&token, &sentence_of(&e)),
     };
@@ -286,7 +265,7 @@ async fn submit(
         // Fields that did not even convert; validate the rest (pure, records nothing) so the
         // reviewer sees every problem at once.
         let mut errors = parsed.errors;
-        if let Err(e) = parsed.input.validate(&view.spec) {
+        if let Err(e) = parsed.input.validate(&review.spec) {
             for d in e.details() {
                 if !errors.iter().any(|x| x.field == d.field) {
                     errors.push(d.clone());
@@ -295,26 +274,19 @@ async fn submit(
         }
         return again(&errors, None, StatusCode::UNPROCESSABLE_ENTITY);
     }
-    match s.decide(&token, parsed.input, client).await {
+    match s.decide_review(&review, parsed.input).await {
         // Relative: back to this same page, which now shows the decision.
-        Ok(_) => Redirect::to(&token).into_response(),
+        Ok(Decided::Recorded(_)) => Redirect::to(&token).into_response(),
+        Ok(Decided::Refused(now)) => {
+            render(&s, &token, &now, StatusCode::CONFLICT, Resubmit::default())
+        }
         Err(e @ Error::InvalidDecision { .. }) => {
             again(e.details(), None, StatusCode::UNPROCESSABLE_ENTITY)
-        }
-        Err(Error::AlreadyDecided | Error::Canceled | Error::Expired) => {
-            match s.review(&token, client).await {
-                Ok(now) => render(&s, &token, &now, StatusCode::CONFLICT, Resubmit::default()),
-                Err(e) => error_page(e),
-            }
         }
         Err(e) => error_page(e),
     }
 }
 
 fn sentence_of(e: &BadForm) -> String {
-    let mut s = e.to_string();
-    if let Some(first) = s.get(0..1) {
-        s.replace_range(0..1, &first.to_uppercase());
-    }
-    format!("{s}.")
+    text::sentence(&e.to_string())
 }

@@ -1,6 +1,5 @@
-//! Text the server formats for the page (times, the countdown, the pretty-printed `context`) and
-//! the browser conventions it undoes on the way back (CRLF line breaks, zone-less
-//! `datetime-local` values). Pure functions; the output is escaped by the templates.
+//! Text the server formats for the page: times, the countdown, the pretty-printed `context`,
+//! messages as sentences. Pure functions; the output is escaped by the templates.
 
 /// `2025-01-31 14:30 UTC`.
 pub fn human_time(ms: i64) -> String {
@@ -76,26 +75,21 @@ pub fn pretty_json(raw: &str) -> String {
     out
 }
 
-/// `2025-01-31T14:30` (what `<input type=datetime-local>` sends) → `2025-01-31T14:30:00Z`.
-/// Values that already carry a zone, or are not of that shape, pass through for validation.
-pub fn datetime_local_to_utc(s: &str) -> String {
-    let Some((date, time)) = s.split_once(['T', 't']) else {
-        return s.to_string();
+/// A validation message as a sentence next to a field: "required" → "This field is
+/// required.", "is …" → "This field is …", otherwise capitalised, with a full stop.
+pub fn sentence(message: &str) -> String {
+    let m = message.trim_end_matches('.');
+    let s = if m == "required" {
+        "This field is required".to_string()
+    } else if let Some(rest) = m.strip_prefix("is ") {
+        format!("This field is {rest}")
+    } else {
+        let mut c = m.chars();
+        c.next()
+            .map(|f| f.to_uppercase().chain(c).collect())
+            .unwrap_or_default()
     };
-    let zoned = time.ends_with(['Z', 'z']) || time.contains(['+', '-']);
-    if zoned || date.len() != 10 {
-        return s.to_string();
-    }
-    match time.len() {
-        5 => format!("{date}T{time}:00Z"),
-        n if n >= 8 => format!("{date}T{time}Z"),
-        _ => s.to_string(),
-    }
-}
-
-/// Browsers send textarea line breaks as CRLF.
-pub fn normalise_newlines(s: &str) -> String {
-    s.replace("\r\n", "\n")
+    format!("{s}.")
 }
 
 #[cfg(test)]
@@ -122,20 +116,16 @@ mod tests {
     }
 
     #[test]
-    fn datetime_local_is_read_as_utc() {
+    fn messages_read_as_sentences() {
+        assert_eq!(sentence("required"), "This field is required.");
         assert_eq!(
-            datetime_local_to_utc("2025-01-31T14:30"),
-            "2025-01-31T14:30:00Z"
+            sentence("is required and cannot be dropped"),
+            "This field is required and cannot be dropped."
         );
+        assert_eq!(sentence("choose at most 2"), "Choose at most 2.");
         assert_eq!(
-            datetime_local_to_utc("2025-01-31T14:30:15"),
-            "2025-01-31T14:30:15Z"
+            sentence("the form did not say which button was pressed"),
+            "The form did not say which button was pressed."
         );
-        assert_eq!(
-            datetime_local_to_utc("2025-01-31T14:30:00+02:00"),
-            "2025-01-31T14:30:00+02:00"
-        );
-        assert_eq!(datetime_local_to_utc("junk"), "junk");
-        assert_eq!(normalise_newlines("a\r\nb\n"), "a\nb\n");
     }
 }

@@ -9,16 +9,16 @@
 use std::sync::LazyLock;
 
 use askama::Template;
-use serde_json::Value;
 
-use super::{
-    controls::{build, count_hint, Choice, Control, Raw, Widget},
-    form::{proposal_shape, FormData, Shape},
-    text::{human_time, pretty_json, remaining_text},
-};
+use super::text::{human_time, pretty_json, remaining_text, sentence};
 use crate::{
-    model::{rfc3339, schema::FieldError, Decision, Kind, Spec, Status},
-    store::ReviewView,
+    error::FieldError,
+    form::{
+        controls::{Control, Widget},
+        FormData,
+    },
+    model::{rfc3339, Decision, Status},
+    service::out::Review,
     token::sha256_hex,
 };
 
@@ -57,8 +57,8 @@ pub struct ReviewPage {
     /// A page-level message (e.g. the form was open too long).
     pub notice: Option<String>,
     pub problems: Vec<Problem>,
+    /// The kind's controls (see `crate::kinds`), in order.
     pub controls: Vec<Control>,
-    pub proposal: Vec<ProposalRow>,
     pub comment: String,
     pub comment_error: Option<String>,
     pub submit_label: String,
@@ -72,17 +72,6 @@ pub struct Problem {
     pub anchor: Option<String>,
     pub label: Option<String>,
     pub message: String,
-}
-
-/// One proposal field: an "Include <title>" box and the (editable) value.
-#[derive(Debug, Clone)]
-pub struct ProposalRow {
-    pub include_id: String,
-    pub included: bool,
-    /// Required by the proposal's schema: cannot be dropped.
-    pub locked: bool,
-    pub title: String,
-    pub control: Control,
 }
 
 /// A page without a form: decided, withdrawn, expired, or an error.
@@ -113,21 +102,10 @@ impl Notice {
     }
 }
 
-fn heading(spec: &Spec) -> String {
-    spec.title.clone().unwrap_or_else(|| {
-        match spec.kind {
-            Kind::Approval => "Approval requested",
-            Kind::Selection => "Please choose",
-            Kind::Proposal => "Review this proposal",
-        }
-        .into()
-    })
-}
-
 /// The page of a request that is no longer pending.
-pub fn state_page(view: &ReviewView) -> Notice {
+pub fn state_page(view: &Review) -> Notice {
     let mut n = Notice::error("", &[], None);
-    n.eyebrow = Some(heading(&view.spec));
+    n.eyebrow = Some(view.spec.heading());
     match (view.status, &view.outcome) {
         (Status::Canceled, _) => {
             n.tone = "info";
@@ -175,54 +153,14 @@ pub struct Resubmit<'a> {
 }
 
 /// The decision form of a pending request.
-pub fn review_page(view: &ReviewView, token: &str, csrf: String, re: Resubmit<'_>) -> ReviewPage {
+pub fn review_page(view: &Review, token: &str, csrf: String, re: Resubmit<'_>) -> ReviewPage {
     let spec = &view.spec;
-    let schema = spec.schema();
-    let raw = |name: &str, initial: Option<&Value>| match re.form {
-        Some(f) => Raw::from_form(f, name),
-        None => Raw::from_value(initial),
-    };
-    let mut controls = Vec::new();
-    let mut proposal = Vec::new();
-    match spec.kind {
-        Kind::Approval => {
-            for (i, f) in schema.iter().flat_map(|s| s.fields()).enumerate() {
-                let id = format!("f{i}");
-                let r = raw(&id, f.default.as_ref());
-                let mut c = build(Shape::Schema(f), id, f.name.clone(), f.label().into(), r);
-                c.required = f.required;
-                controls.push(c);
-            }
-        }
-        Kind::Selection => controls.push(selection(spec, re.form)),
-        Kind::Proposal => {
-            for (i, (name, value)) in spec.proposal.iter().flatten().enumerate() {
-                let field = schema.as_ref().and_then(|s| s.field(name));
-                let title = field.map_or(name.as_str(), |f| f.label()).to_string();
-                let id = format!("p{i}");
-                let shape = proposal_shape(schema.as_ref(), name, value);
-                let r = raw(&id, Some(value));
-                let key = format!("values.{name}");
-                let include_id = format!("k{i}");
-                proposal.push(ProposalRow {
-                    included: re.form.is_none_or(|f| f.has(&include_id)),
-                    include_id,
-                    locked: field.is_some_and(|f| f.required),
-                    control: build(shape, id, key, title.clone(), r).relaxed(),
-                    title,
-                });
-            }
-        }
-    }
+    let mut controls = spec.controls(re.form);
     let mut problems = Vec::new();
     let mut comment_error = None;
     for e in re.errors {
         let message = sentence(&e.message);
-        let target = controls
-            .iter_mut()
-            .chain(proposal.iter_mut().map(|r| &mut r.control))
-            .find(|c| c.key == e.field);
-        let (anchor, label) = match target {
+        let (anchor, label) = match controls.iter_mut().find(|c| c.key == e.field) {
             Some(c) => {
                 c.error.get_or_insert_with(|| message.clone());
                 (Some(c.id.clone()), Some(c.label.clone()))
@@ -242,12 +180,8 @@ pub fn review_page(view: &ReviewView, token: &str, csrf: String, re: Resubmit<'_
     let remaining_ms = (view.expires_ms - view.now_ms).max(0);
     ReviewPage {
         assets: &ASSETS,
-        kind_label: match spec.kind {
-            Kind::Approval => "Approval request",
-            Kind::Selection => "Selection request",
-            Kind::Proposal => "Proposal to review",
-        },
-        heading: heading(spec),
+        kind_label: spec.page_label(),
+        heading: spec.heading(),
         message: spec.message.clone(),
         context: spec.context.as_ref().map(|c| pretty_json(c.get())),
         expires_at: rfc3339(view.expires_ms),
@@ -259,96 +193,13 @@ pub fn review_page(view: &ReviewView, token: &str, csrf: String, re: Resubmit<'_
         notice: re.notice,
         problems,
         controls,
-        proposal,
         comment: re
             .form
             .and_then(|f| f.get("comment"))
-            .map(super::text::normalise_newlines)
+            .map(crate::form::normalise_newlines)
             .unwrap_or_default(),
         comment_error,
         submit_label: spec.labels.submit.clone(),
         decline_label: spec.labels.decline.clone(),
-    }
-}
-
-/// The options of a selection as one group of radios or checkboxes named `sel`.
-fn selection(spec: &Spec, form: Option<&FormData>) -> Control {
-    let (min, max) = (
-        spec.min_selections.unwrap_or(1),
-        spec.max_selections.unwrap_or(1),
-    );
-    let chosen: Vec<&str> = form.map(|f| f.all("sel").collect()).unwrap_or_default();
-    let text = |o: &serde_json::Map<String, Value>, k: &str| {
-        o.get(k).and_then(Value::as_str).map(str::to_string)
-    };
-    let options = spec
-        .options
-        .iter()
-        .flatten()
-        .enumerate()
-        .map(|(i, o)| {
-            let value = i.to_string();
-            Choice {
-                id: format!("sel-{i}"),
-                label: text(o, "label")
-                    .or_else(|| text(o, "id"))
-                    .unwrap_or_default(),
-                description: text(o, "description"),
-                checked: chosen.contains(&value.as_str()),
-                value,
-            }
-        })
-        .collect();
-    let multiple = max > 1;
-    Control {
-        id: "sel".into(),
-        key: "selectedIds".into(),
-        label: if multiple {
-            "Choose options".into()
-        } else {
-            "Choose one".into()
-        },
-        description: None,
-        hint: multiple
-            .then(|| count_hint(Some(min.into()), Some(max.into())))
-            .flatten(),
-        required: false,
-        error: None,
-        widget: Widget::Group {
-            multiple,
-            max: multiple.then_some(max.into()),
-            options,
-        },
-    }
-}
-
-/// A validation message as a sentence next to a field.
-fn sentence(message: &str) -> String {
-    let m = message.trim_end_matches('.');
-    let s = if m == "required" {
-        "This field is required".to_string()
-    } else if let Some(rest) = m.strip_prefix("is ") {
-        format!("This field is {rest}")
-    } else {
-        let mut c = m.chars();
-        c.next()
-            .map(|f| f.to_uppercase().chain(c).collect())
-            .unwrap_or_default()
-    };
-    format!("{s}.")
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn messages_read_as_sentences() {
-        assert_eq!(sentence("required"), "This field is required.");
-        assert_eq!(
-            sentence("is required and cannot be dropped"),
-            "This field is required and cannot be dropped."
-        );
-        assert_eq!(sentence("choose at most 2"), "Choose at most 2.");
     }
 }

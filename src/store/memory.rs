@@ -11,12 +11,13 @@ use std::{
 use async_trait::async_trait;
 
 use super::{
-    agent_actor, AuditEvent, Created, NewRecord, ResultView, ReviewView, StatusView, Store,
-    REVIEWER,
+    agent_actor, AuditEvent, Created, DecideReply, NewRecord, ResultRecord, ReviewRecord,
+    StatusView, Store, REVIEWER,
 };
 use crate::{
     error::{Error, Result},
-    model::{local_now_ms, ElicitationId, Kind, Outcome, Spec, Status, Tenant},
+    kinds::Kind,
+    model::{local_now_ms, Decision, ElicitationId, Status, Tenant},
     token::ct_eq,
     wake::Hub,
 };
@@ -30,7 +31,7 @@ struct Record {
     expires_ms: i64,
     token_hash: String,
     token_salt: String,
-    outcome: Option<Outcome>,
+    outcome_json: Option<String>,
     decided_ms: Option<i64>,
     audit: Vec<AuditEvent>,
 }
@@ -113,10 +114,6 @@ fn owned<'a>(
         .ok_or(Error::NotFound)
 }
 
-fn spec_of(json: &str) -> Result<Spec> {
-    serde_json::from_str(json).map_err(Error::internal)
-}
-
 #[async_trait]
 impl Store for MemoryStore {
     async fn create(&self, rec: NewRecord) -> Result<Created> {
@@ -163,7 +160,7 @@ impl Store for MemoryStore {
                 expires_ms,
                 token_hash: rec.token_hash.clone(),
                 token_salt: rec.token_salt.clone(),
-                outcome: None,
+                outcome_json: None,
                 decided_ms: None,
             },
         );
@@ -193,7 +190,7 @@ impl Store for MemoryStore {
         })
     }
 
-    async fn review(&self, token_hash: &str) -> Result<ReviewView> {
+    async fn review(&self, token_hash: &str) -> Result<ReviewRecord> {
         let now = local_now_ms();
         let mut g = self.lock();
         let id = *g.by_token.get(token_hash).ok_or(Error::NotFound)?;
@@ -201,14 +198,14 @@ impl Store for MemoryStore {
         if !ct_eq(&r.token_hash, token_hash) {
             return Err(Error::NotFound);
         }
-        Ok(ReviewView {
+        Ok(ReviewRecord {
             id,
-            spec: spec_of(&r.spec_json)?,
+            spec_json: r.spec_json.clone(),
             status: Status::effective(r.status, now, r.expires_ms),
             created_ms: r.created_ms,
             expires_ms: r.expires_ms,
             now_ms: now,
-            outcome: r.outcome.clone(),
+            outcome_json: r.outcome_json.clone(),
             decided_ms: r.decided_ms,
         })
     }
@@ -217,32 +214,38 @@ impl Store for MemoryStore {
         &self,
         id: ElicitationId,
         token_hash: &str,
-        outcome: &Outcome,
-    ) -> Result<(Status, i64)> {
+        decision: Decision,
+        outcome_json: &str,
+    ) -> Result<DecideReply> {
         let now = local_now_ms();
         let mut g = self.lock();
         let r = live(&mut g, &id, self.retention_ms, now)
             .filter(|r| ct_eq(&r.token_hash, token_hash))
             .ok_or(Error::NotFound)?;
-        match Status::effective(r.status, now, r.expires_ms) {
-            Status::Pending => {}
-            Status::Expired => return Err(Error::Expired),
-            Status::Canceled => return Err(Error::Canceled),
-            _ => return Err(Error::AlreadyDecided),
+        let status = Status::effective(r.status, now, r.expires_ms);
+        if status != Status::Pending {
+            return Ok(DecideReply::Refused {
+                status,
+                outcome_json: r.outcome_json.clone(),
+                decided_ms: r.decided_ms,
+            });
         }
-        let status = outcome.decision.status();
+        let status = decision.status();
         r.status = status;
-        r.outcome = Some(outcome.clone());
+        r.outcome_json = Some(outcome_json.to_string());
         r.decided_ms = Some(now);
         r.audit.push(AuditEvent {
             kind: "decided".into(),
             at: now,
             actor: REVIEWER.into(),
-            decision: Some(outcome.decision.as_str().into()),
+            decision: Some(decision.as_str().into()),
         });
         drop(g);
         self.hub.wake(id);
-        Ok((status, now))
+        Ok(DecideReply::Recorded {
+            status,
+            decided_ms: now,
+        })
     }
 
     async fn cancel(&self, tenant: &Tenant, id: ElicitationId) -> Result<bool> {
@@ -267,7 +270,7 @@ impl Store for MemoryStore {
         Ok(true)
     }
 
-    async fn consume(&self, tenant: &Tenant, id: ElicitationId) -> Result<ResultView> {
+    async fn consume(&self, tenant: &Tenant, id: ElicitationId) -> Result<ResultRecord> {
         let now = local_now_ms();
         let mut g = self.lock();
         let r = owned(&mut g, tenant, &id, self.retention_ms, now)?;
@@ -278,7 +281,7 @@ impl Store for MemoryStore {
             Status::Canceled => return Err(Error::Canceled),
             Status::Expired => return Err(Error::Expired),
         };
-        let (Some(outcome), Some(decided_ms)) = (r.outcome.clone(), r.decided_ms) else {
+        let (Some(outcome_json), Some(decided_ms)) = (r.outcome_json.clone(), r.decided_ms) else {
             return Err(Error::internal("decided record without outcome"));
         };
         r.status = Status::Consumed;
@@ -288,15 +291,15 @@ impl Store for MemoryStore {
             actor: agent_actor(tenant),
             decision: None,
         });
-        let spec = spec_of(&r.spec_json)?;
+        let spec_json = r.spec_json.clone();
         drop(g);
         if first {
             self.hub.wake(id);
         }
-        Ok(ResultView {
+        Ok(ResultRecord {
             id,
-            spec,
-            outcome,
+            spec_json,
+            outcome_json,
             decided_ms,
         })
     }

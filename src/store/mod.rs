@@ -1,6 +1,9 @@
 //! The storage contract. Two implementations — [`redis::RedisStore`] (fleet mode, Lua scripts)
 //! and [`memory::MemoryStore`] (one process) — must behave identically; one contract test suite
-//! runs against both.
+//! runs against both. Only the service calls a store.
+//!
+//! A store never looks inside a request or an answer: it keeps the validated spec and outcome as
+//! JSON text (kind-agnostic), plus the few fields it needs to enforce the lifecycle.
 //!
 //! Invariants every implementation keeps:
 //! - one clock per store (Redis `TIME`, or the process clock for memory) decides deadlines;
@@ -8,16 +11,15 @@
 //! - a transition checks state, writes, appends audit and wakes waiters atomically;
 //! - another tenant's id, a malformed id and a wrong review token all read `not_found`.
 
-pub mod keys;
 pub mod memory;
-mod read_batch;
 pub mod redis;
 
 use async_trait::async_trait;
 
 use crate::{
     error::Result,
-    model::{ElicitationId, Kind, Outcome, Spec, Status, Tenant},
+    kinds::Kind,
+    model::{Decision, ElicitationId, Status, Tenant},
 };
 
 /// Idempotency data of a create: a hash of the caller's key and a fingerprint of the request.
@@ -33,7 +35,7 @@ pub struct NewRecord {
     pub id: ElicitationId,
     pub tenant: Tenant,
     pub kind: Kind,
-    /// The validated request as JSON (`Spec`).
+    /// The validated request as JSON (`kinds::Spec`).
     pub spec_json: String,
     pub expires_in_ms: i64,
     pub token_hash: String,
@@ -70,23 +72,41 @@ pub struct StatusView {
 
 /// What a reviewer's token opens.
 #[derive(Debug, Clone)]
-pub struct ReviewView {
+pub struct ReviewRecord {
     pub id: ElicitationId,
-    pub spec: Spec,
+    pub spec_json: String,
+    /// Effective status (`expired` computed).
     pub status: Status,
     pub created_ms: i64,
     pub expires_ms: i64,
     pub now_ms: i64,
-    pub outcome: Option<Outcome>,
+    pub outcome_json: Option<String>,
     pub decided_ms: Option<i64>,
+}
+
+/// The answer to a decision: recorded, or refused with the record's state at that moment
+/// (so the review page can show it without reading again).
+#[derive(Debug, Clone)]
+pub enum DecideReply {
+    Recorded {
+        status: Status,
+        decided_ms: i64,
+    },
+    /// Not pending any more: the effective status (submitted, declined, consumed, canceled
+    /// or expired) and, when decided, the outcome and its time.
+    Refused {
+        status: Status,
+        outcome_json: Option<String>,
+        decided_ms: Option<i64>,
+    },
 }
 
 /// What `result` returns.
 #[derive(Debug, Clone)]
-pub struct ResultView {
+pub struct ResultRecord {
     pub id: ElicitationId,
-    pub spec: Spec,
-    pub outcome: Outcome,
+    pub spec_json: String,
+    pub outcome_json: String,
     pub decided_ms: i64,
 }
 
@@ -112,25 +132,25 @@ pub trait Store: Send + Sync + 'static {
     /// Read the status (never changes state).
     async fn status(&self, tenant: &Tenant, id: ElicitationId) -> Result<StatusView>;
     /// Open a record by review-token hash (never changes state).
-    async fn review(&self, token_hash: &str) -> Result<ReviewView>;
-    /// Record a reviewer decision: `pending` → submitted/declined. Returns the new status and
-    /// the decision time.
+    async fn review(&self, token_hash: &str) -> Result<ReviewRecord>;
+    /// Record a reviewer decision, `pending` → submitted/declined, or say why not.
     async fn decide(
         &self,
         id: ElicitationId,
         token_hash: &str,
-        outcome: &Outcome,
-    ) -> Result<(Status, i64)>;
+        decision: Decision,
+        outcome_json: &str,
+    ) -> Result<DecideReply>;
     /// Withdraw: `pending` → canceled. Repeat cancels succeed too; the flag says whether this
     /// call made the change.
     async fn cancel(&self, tenant: &Tenant, id: ElicitationId) -> Result<bool>;
     /// Read the outcome: submitted/declined → consumed; audited on every call.
-    async fn consume(&self, tenant: &Tenant, id: ElicitationId) -> Result<ResultView>;
+    async fn consume(&self, tenant: &Tenant, id: ElicitationId) -> Result<ResultRecord>;
     /// The audit trail, oldest first.
     async fn audit(&self, tenant: &Tenant, id: ElicitationId) -> Result<Vec<AuditEvent>>;
     /// Append a `viewed` event (the review page was rendered).
     async fn record_view(&self, id: ElicitationId, token_hash: &str) -> Result<()>;
-    /// Ready to serve (Redis: a script call answers).
+    /// Ready to serve (Redis: a script call answers and the subscriber is connected).
     async fn ready(&self) -> Result<()>;
 }
 
@@ -140,7 +160,7 @@ pub fn agent_actor(tenant: &Tenant) -> String {
 }
 
 /// `viewed` events are appended only while the audit trail is shorter than this (a link holder
-/// reloading the page must not grow a record without bound). Mirrors `lua/view.lua`.
+/// reloading the page must not grow a record without bound). Passed to `lua/view.lua`.
 pub const MAX_AUDIT_FOR_VIEWS: usize = 200;
 
 /// The actor string of a reviewer.

@@ -5,6 +5,7 @@ mod harness;
 mod api_contract;
 mod api_errors;
 mod api_races;
+mod architecture;
 mod limits;
 mod loadtest_smoke;
 mod mcp;

@@ -329,9 +329,9 @@ async fn await_stops_when_the_client_disconnects() {
         r.is_err(),
         "the call should still be waiting when the client gives up"
     );
-    let hub = f.apps[0].service.hub.clone();
+    let hub = f.apps[0].service.clone();
     let deadline = Instant::now() + Duration::from_secs(5);
-    while hub.parked() != 0 {
+    while hub.parked_awaits() != 0 {
         assert!(
             Instant::now() < deadline,
             "await still parked after the client left"
@@ -500,4 +500,83 @@ async fn stdio_mode_serves_tools_and_review_links() {
     .await;
     assert_eq!(structured(&r)["status"], "declined");
     client.cancel().await.unwrap();
+}
+
+/// `context` is the agent's JSON text end to end on MCP too: created over MCP or REST, read
+/// over MCP (`elicit_result`'s text) or REST, the bytes are the ones sent — number spellings,
+/// key order, unicode escapes and whitespace included.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn context_is_returned_byte_for_byte_over_mcp_and_rest() {
+    let f = Fixture::new(StoreKind::Redis, 1).await;
+    let api = f.acme();
+    let base = &f.apps[0].base;
+    let http = reqwest::Client::new();
+    let context = r#"{"z": 2.50, "a": 1e2, "\u00e9t\u00e9": "caf\u00e9 \ud83d\ude00", "n": [1.0, -0, 12345678901234567890123]}"#;
+    let mcp_raw = |body: String| {
+        http.post(format!("{base}/mcp"))
+            .bearer_auth(ACME_KEY)
+            .header("accept", "application/json, text/event-stream")
+            .header("mcp-protocol-version", "2025-06-18")
+            .header("content-type", "application/json")
+            .body(body)
+            .send()
+    };
+    // Created over MCP, with the arguments written by hand (no client re-serializes them).
+    let create = format!(
+        r#"{{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{{"name":"elicit_approval","arguments":{{"message":"Check","context":{context}}}}}}}"#
+    );
+    let r: Value = mcp_raw(create).await.unwrap().json().await.unwrap();
+    let created = &r["result"]["structuredContent"];
+    let from_mcp = created["elicitationId"]
+        .as_str()
+        .expect("created")
+        .to_string();
+    // Created over REST with the same text.
+    let from_rest = api
+        .post_raw(
+            "/v1/approvals",
+            format!(r#"{{"message": "Check", "context": {context}}}"#),
+        )
+        .await;
+    assert_eq!(from_rest.status, 201, "{}", from_rest.body);
+    let from_rest_id = from_rest.str("elicitationId").to_string();
+    for (id, token) in [
+        (&from_mcp, token_of(created)),
+        (
+            &from_rest_id,
+            from_rest
+                .str("reviewUrl")
+                .rsplit('/')
+                .next()
+                .unwrap()
+                .to_string(),
+        ),
+    ] {
+        let d = api.decide(&token, json!({"decision": "submitted"})).await;
+        assert_eq!(d.status, 200, "{}", d.body);
+        // MCP result: the text block is our JSON, with context as sent.
+        let call = format!(
+            r#"{{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{{"name":"elicit_result","arguments":{{"elicitationId":"{id}"}}}}}}"#
+        );
+        let r: Value = mcp_raw(call).await.unwrap().json().await.unwrap();
+        let text = r["result"]["content"][0]["text"].as_str().expect("text");
+        assert!(
+            text.contains(&format!(r#""context":{context},"#)),
+            "MCP result of {id}: {text}"
+        );
+        // REST result (a repeat read returns the same outcome).
+        let rest = http
+            .post(format!("{base}/v1/elicitations/{id}/result"))
+            .bearer_auth(ACME_KEY)
+            .send()
+            .await
+            .unwrap()
+            .text()
+            .await
+            .unwrap();
+        assert!(
+            rest.contains(&format!(r#""context":{context},"#)),
+            "REST result of {id}: {rest}"
+        );
+    }
 }

@@ -61,9 +61,9 @@ async fn metrics_move_with_traffic() {
         let id = a.id.clone();
         tokio::spawn(async move { api.wait(&id, 20).await })
     };
-    let hub = f.apps[0].service.hub.clone();
+    let hub = f.apps[0].service.clone();
     let deadline = Instant::now() + Duration::from_secs(5);
-    while hub.parked() == 0 {
+    while hub.parked_awaits() == 0 {
         assert!(Instant::now() < deadline);
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
@@ -232,6 +232,15 @@ async fn openapi_matches_the_served_routes() {
         .collect();
     assert_eq!(documented, expected);
     assert!(doc["components"]["securitySchemes"]["bearer"].is_object());
+    // The error codes come from the one error table.
+    let codes = &doc["components"]["schemas"]["ErrorDetail"]["properties"]["code"]["enum"];
+    let mut want: Vec<&str> = elicitd::error::TABLE.iter().map(|r| r.code).collect();
+    want.dedup();
+    assert_eq!(codes, &serde_json::json!(want));
+    assert!(
+        want.contains(&"payload_too_large") && want.len() == 11,
+        "{want:?}"
+    );
 
     // Every documented route is served (a real handler answers, not the router's fallback).
     let api = Api::new(base, ACME_KEY);

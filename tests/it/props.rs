@@ -5,13 +5,19 @@
 use std::sync::Arc;
 
 use elicitd::{
-    model::{schema::RequestedSchema, CreateRequest, DecisionInput, Kind, Tenant},
+    kinds::{validate_create, Bounds, CreateRequest, DecisionInput, Kind},
+    model::{schema::RequestedSchema, Tenant},
     service::Service,
 };
 use proptest::prelude::*;
 use serde_json::{json, Map, Value};
 
 use crate::harness::{test_config, RedisServer};
+
+const BOUNDS: Bounds = Bounds {
+    min_expires_secs: 10,
+    max_expires_secs: 86_400,
+};
 
 // ---------------------------------------------------------------- arbitrary JSON never panics
 
@@ -83,7 +89,7 @@ proptest! {
         if let Ok(req) = serde_json::from_str::<CreateRequest>(&text) {
             for kind in [Kind::Approval, Kind::Selection, Kind::Proposal] {
                 let req: CreateRequest = serde_json::from_str(&text).unwrap();
-                let _ = req.validate(kind, 86_400);
+                let _ = validate_create(kind, req, BOUNDS);
             }
             drop(req);
         }
@@ -93,7 +99,7 @@ proptest! {
     #[test]
     fn raw_bytes_never_panic_the_parsers(bytes in prop::collection::vec(any::<u8>(), 0..256)) {
         if let Ok(req) = serde_json::from_slice::<CreateRequest>(&bytes) {
-            let _ = req.validate(Kind::Approval, 86_400);
+            let _ = validate_create(Kind::Approval, req, BOUNDS);
         }
         let _ = serde_json::from_slice::<DecisionInput>(&bytes);
     }

@@ -192,7 +192,7 @@ async fn keys_share_a_hash_tag_and_expire_after_retention() {
     let record = format!("{}:e:{{{}}}", f.prefix, c.id);
     assert!(keys.contains(&record.as_str()));
     assert!(keys.contains(&format!("{record}:audit").as_str()));
-    let retention_ms = f.apps[0].service.config.retention.as_millis() as i64;
+    let retention_ms = f.apps[0].service.config().retention.as_millis() as i64;
     for key in &keys {
         let pttl: i64 = redis.cli(&["PTTL", key]).unwrap().parse().unwrap();
         let expected = 100_000 + retention_ms;
@@ -262,4 +262,79 @@ async fn redis_down_answers_503_promptly_and_recovers() {
         assert!(Instant::now() < deadline, "readyz did not recover");
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
+}
+
+/// A review page post reads the request once: the token index `GET` and one read script,
+/// then the decide script. When the request was decided meanwhile, the page shows that
+/// state without reading again — whether the read already saw it, or the decide script lost the
+/// race and answered with the state.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_page_post_reads_the_request_once() {
+    use crate::review_page::{get_page, post_form};
+    use elicitd::{kinds::DecisionInput, model::Decision, service::out::Decided};
+    let f = Fixture::new(StoreKind::Redis, 1).await;
+    let redis = f.redis.as_ref().unwrap();
+    let api = f.acme();
+    let stats = || commandstats(&redis.cli(&["INFO", "commandstats"]).unwrap());
+    let headers = [("sec-fetch-site", "same-origin"), ("origin", "null")];
+    // Load the scripts once, so the counts below show no NOSCRIPT reload.
+    let warm = api.approval().await;
+    api.decide(&warm.token, json!({"decision": "submitted"}))
+        .await;
+
+    // The normal post: one lookup, one decide.
+    let c = api.approval().await;
+    let csrf = get_page(&api, &c.token).await.csrf();
+    let pairs = [("csrf", csrf.as_str()), ("decision", "submitted")];
+    redis.cli(&["CONFIG", "RESETSTAT"]);
+    let page = post_form(&api, &c.token, &pairs, &headers).await;
+    assert_eq!(page.status, 303, "{}", page.html);
+    let s = stats();
+    // Commands run inside scripts count too: read.lua and decide.lua each run one HMGET.
+    assert_eq!(calls(&s, "get"), 1, "one token lookup: {s:?}");
+    assert_eq!(calls(&s, "evalsha"), 2, "read.lua + decide.lua: {s:?}");
+    assert_eq!(calls(&s, "hmget"), 2, "{s:?}");
+
+    // Decided before the post was read: the state page, from that one read.
+    let c = api.approval().await;
+    let csrf = get_page(&api, &c.token).await.csrf();
+    let pairs = [("csrf", csrf.as_str()), ("decision", "submitted")];
+    api.decide(&c.token, json!({"decision": "declined"})).await;
+    redis.cli(&["CONFIG", "RESETSTAT"]);
+    let page = post_form(&api, &c.token, &pairs, &headers).await;
+    assert_eq!(page.status, 409, "{}", page.html);
+    assert!(
+        page.html.contains("Your answer: “Decline”"),
+        "{}",
+        page.html
+    );
+    let s = stats();
+    assert_eq!((calls(&s, "get"), calls(&s, "evalsha")), (1, 1), "{s:?}");
+
+    // Decided between the read and the decide: the refusal carries the state.
+    let service = &f.apps[0].service;
+    let c = api.approval().await;
+    let review = service.review(&c.token, None).await.unwrap();
+    api.decide(
+        &c.token,
+        json!({"decision": "declined", "comment": "first"}),
+    )
+    .await;
+    redis.cli(&["CONFIG", "RESETSTAT"]);
+    let input = DecisionInput::new(Decision::Submitted, None);
+    match service.decide_review(&review, input).await.unwrap() {
+        Decided::Refused(now) => {
+            assert_eq!(now.status, Status::Declined);
+            let outcome = now.outcome.expect("the winner's outcome");
+            assert_eq!(outcome.comment.as_deref(), Some("first"));
+            assert!(now.decided_ms.is_some());
+        }
+        other => panic!("expected a refusal, got {other:?}"),
+    }
+    let s = stats();
+    assert_eq!(
+        (calls(&s, "get"), calls(&s, "evalsha")),
+        (0, 1),
+        "only decide.lua ran: {s:?}"
+    );
 }

@@ -162,7 +162,7 @@ async fn posts_need_a_valid_form_token(kind: StoreKind) {
     let other = api.approval().await;
     let other_csrf = get_page(&api, &other.token).await.csrf();
     let stale = elicitd::review::csrf::issue(
-        &f.apps[0].service.config.secret,
+        &f.apps[0].service.config().secret,
         &c.token,
         chrono::Utc::now().timestamp() - elicitd::review::csrf::TOKEN_TTL_SECS - 1,
     );

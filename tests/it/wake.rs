@@ -49,9 +49,12 @@ async fn hundreds_of_awaits_on_two_replicas_wake_on_decisions_from_the_other() {
             }));
         }
     }
-    let (ha, hb) = (f.apps[0].service.hub.clone(), f.apps[1].service.hub.clone());
+    let (ha, hb) = (f.apps[0].service.clone(), f.apps[1].service.clone());
     eventually("all awaits parked", Duration::from_secs(20), || {
-        ha.parked() == n && hb.parked() == n && ha.subscriptions() == n && hb.subscriptions() == n
+        ha.parked_awaits() == n
+            && hb.parked_awaits() == n
+            && ha.live_subscriptions() == n
+            && hb.live_subscriptions() == n
     })
     .await;
     // O(1) Redis connections per replica, whatever the number of waiters.
@@ -94,11 +97,11 @@ async fn hundreds_of_awaits_on_two_replicas_wake_on_decisions_from_the_other() {
         "slowest wake {worst:?} after its decision (decisions took {decided_in:?})"
     );
     eventually("waiters released", Duration::from_secs(5), || {
-        ha.parked() == 0 && hb.parked() == 0
+        ha.parked_awaits() == 0 && hb.parked_awaits() == 0
     })
     .await;
     eventually("unsubscribed", Duration::from_secs(5), || {
-        ha.subscriptions() == 0 && hb.subscriptions() == 0
+        ha.live_subscriptions() == 0 && hb.live_subscriptions() == 0
     })
     .await;
 }
@@ -115,8 +118,11 @@ async fn awaits_survive_a_killed_pubsub_connection() {
         let id = c.id.clone();
         waits.push(tokio::spawn(async move { a.wait(&id, 45).await }));
     }
-    let hub = f.apps[0].service.hub.clone();
-    eventually("parked", Duration::from_secs(10), || hub.parked() == 3).await;
+    let hub = f.apps[0].service.clone();
+    eventually("parked", Duration::from_secs(10), || {
+        hub.parked_awaits() == 3
+    })
+    .await;
     let killed = redis.cli(&["CLIENT", "KILL", "TYPE", "pubsub"]).unwrap();
     assert_ne!(killed, "0", "no pubsub client was killed");
     tokio::time::sleep(Duration::from_millis(1500)).await;
@@ -150,7 +156,7 @@ async fn awaits_survive_a_redis_crash_and_restart_with_aof() {
         waits.push(tokio::spawn(async move { api.wait(&id, 50).await }));
     }
     eventually("parked", Duration::from_secs(10), || {
-        a.service.hub.parked() == 2 && b.service.hub.parked() == 1
+        a.service.parked_awaits() == 2 && b.service.parked_awaits() == 1
     })
     .await;
 
@@ -219,8 +225,11 @@ async fn parked_awaits_are_capped_and_released_when_the_client_leaves() {
             let id = c.id.clone();
             waits.push(tokio::spawn(async move { api.wait(&id, 30).await }));
         }
-        let hub = app.service.hub.clone();
-        eventually("parked", Duration::from_secs(10), || hub.parked() == 3).await;
+        let hub = app.service.clone();
+        eventually("parked", Duration::from_secs(10), || {
+            hub.parked_awaits() == 3
+        })
+        .await;
         let r = api.wait(&c.id, 30).await;
         assert_eq!((r.status, r.code()), (429, "rate_limited"), "{kind:?}");
         assert!(r.headers.get("retry-after").is_some());
@@ -248,7 +257,7 @@ async fn parked_awaits_are_capped_and_released_when_the_client_leaves() {
         eventually(
             "waiter released after disconnect",
             Duration::from_secs(5),
-            || hub.parked() == 0,
+            || hub.parked_awaits() == 0,
         )
         .await;
         app.stop().await;

@@ -1,5 +1,5 @@
 //! Form controls of the review page: which HTML control shows which field, pre-filled with
-//! what. The view model is plain data; the askama templates (`templates/control.html`) turn it
+//! what. Each kind builds its controls (`crate::kinds`); the review page renders them. The view model is plain data; the askama templates (`templates/control.html`) turn it
 //! into escaped markup, so agent text (titles, descriptions, option labels, values) can only
 //! ever be text. Ids, names and option values are positional (`f3`, `f3-1`, `value="1"`), never
 //! agent text: browsers rewrite line breaks in submitted values, so an option id or enum value
@@ -7,7 +7,7 @@
 
 use serde_json::Value;
 
-use super::form::{FormData, Shape};
+use super::{FormData, Shape};
 use crate::model::schema::{Field, FieldKind, TextFormat};
 
 /// Single choices with at most this many options are radios; longer lists are a `<select>`.
@@ -26,6 +26,17 @@ pub struct Control {
     pub required: bool,
     pub error: Option<String>,
     pub widget: Widget,
+    /// An "Include <label>" box in front of the control (proposal fields can be dropped).
+    pub include: Option<Include>,
+}
+
+/// The "Include" box of a droppable control: checked when the field is kept.
+#[derive(Debug, Clone)]
+pub struct Include {
+    pub id: String,
+    pub included: bool,
+    /// Required: cannot be dropped (the box is shown checked and disabled).
+    pub locked: bool,
 }
 
 #[derive(Debug, Clone)]
@@ -148,7 +159,7 @@ impl Raw {
     /// From the posted form, so a re-rendered page keeps what the reviewer typed.
     pub fn from_form(form: &FormData, name: &str) -> Raw {
         Raw {
-            text: super::text::normalise_newlines(form.get(name).unwrap_or_default()),
+            text: super::normalise_newlines(form.get(name).unwrap_or_default()),
             list: form.all(name).map(str::to_string).collect(),
             checked: form.has(name),
             positional: true,
@@ -168,6 +179,7 @@ pub fn build(shape: Shape<'_>, id: String, key: String, label: String, raw: Raw)
         required: false,
         error: None,
         widget: Widget::Checkbox { checked: false },
+        include: None,
     };
     c.widget = match shape {
         Shape::Schema(f) => return schema_control(c, f, raw),

@@ -1,6 +1,7 @@
 //! Batched record reads for the Redis store (the status hot path).
 //!
-//! A record read needs the Redis clock read just before the record's fields (DESIGN §3). Under
+//! A record read needs the Redis clock read just before the record's fields (see
+//! docs/architecture.md, "Exact expiry"). Under
 //! load many reads are in flight at once, and sending each as its own round trip costs the
 //! replica and Redis a socket write, a socket read and a wake-up per read (fred also flushes the
 //! socket after every command of a pipeline, so a `TIME` + `HMGET` pipeline was two writes).
@@ -28,7 +29,7 @@ use fred::{
 };
 use tokio::sync::{mpsc, oneshot, Semaphore};
 
-use super::redis::map_err;
+use super::{codec::redis_now, conn::map_err};
 use crate::error::{Error, Result};
 
 /// Calls outstanding at most. Two keep Redis busy while the next batch gathers; more would
@@ -72,7 +73,7 @@ impl ReadBatcher {
         let ctx = Arc::new(Ctx {
             clustered: pool.next().is_clustered(),
             pool,
-            script: Script::from_lua(include_str!("../../lua/read.lua")),
+            script: Script::from_lua(include_str!("../../../lua/read.lua")),
         });
         tokio::spawn(run(ctx, rx, Arc::new(Semaphore::new(IN_FLIGHT))));
         ReadBatcher { tx }
@@ -148,10 +149,10 @@ async fn send(ctx: &Ctx, client: &Client, jobs: Vec<Job>) {
         Ok(values) => {
             let mut values = values.into_iter();
             let now = match (values.next(), values.next()) {
-                (Some(s), Some(us)) => super::redis::redis_now(&[
-                    s.as_string().unwrap_or_default(),
-                    us.as_string().unwrap_or_default(),
-                ]),
+                (Some(s), Some(us)) => redis_now(
+                    &s.as_string().unwrap_or_default(),
+                    &us.as_string().unwrap_or_default(),
+                ),
                 _ => Err(Error::internal("bad TIME in read reply")),
             };
             for job in jobs {

@@ -1,25 +1,25 @@
-//! The business layer every surface (REST, MCP, review page) calls. Adapters parse input and
-//! shape output; the rules live here and in the store.
+//! The business layer, and the only door to it: every surface (REST, MCP, review page) calls
+//! these methods; none of them sees the store, the waiter hub or the limiters. Adapters parse
+//! input and shape output (types in [`out`]); the rules live here, in `kinds` and in the store.
 
-use std::{sync::Arc, time::Duration};
+pub mod out;
 
-use serde::Serialize;
-use serde_json::{value::RawValue, Map, Value};
+use std::{net::IpAddr, sync::Arc, time::Duration};
+
 use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
 
+use self::out::{AuditOut, CreatedOut, Decided, ResultOut, Review, StateOut, StatusOut};
 use crate::{
     config::Config,
     error::{Error, Result},
+    kinds::{self, Bounds, CreateRequest, DecisionInput, Kind, Outcome, Spec, ValidCreate},
     limits::Limits,
-    model::{
-        request::ValidCreate, rfc3339, CreateRequest, Decision, DecisionInput, ElicitationId, Kind,
-        Status, Tenant,
-    },
-    store::{AuditEvent, Idempotency, NewRecord, ReviewView, StatusView, Store},
+    model::{rfc3339, ElicitationId, Status, Tenant},
+    store::{DecideReply, Idempotency, NewRecord, ReviewRecord, Store},
     token,
     wake::Hub,
 };
-use std::net::IpAddr;
 
 /// Longest `await` window a caller may ask for.
 pub const MAX_WAIT_SECS: u64 = 60;
@@ -27,106 +27,19 @@ pub const MAX_WAIT_SECS: u64 = 60;
 /// Pause between re-reads while the store is unavailable during a parked `await`.
 const STORE_RETRY: Duration = Duration::from_millis(200);
 
-/// Shared state of one replica.
+/// Shared state of one replica (cheap to clone).
 #[derive(Clone)]
 pub struct Service {
-    pub config: Arc<Config>,
-    pub store: Arc<dyn Store>,
-    pub hub: Arc<Hub>,
-    pub limits: Arc<Limits>,
-}
-
-/// Answer to a create.
-#[derive(Debug, Clone, Serialize, utoipa::ToSchema, schemars::JsonSchema)]
-#[serde(rename_all = "camelCase")]
-pub struct CreatedOut {
-    pub elicitation_id: String,
-    pub status: Status,
-    pub review_url: String,
-    pub expires_at: String,
-}
-
-/// Answer to status / await.
-#[derive(Debug, Clone, Serialize, utoipa::ToSchema, schemars::JsonSchema)]
-#[serde(rename_all = "camelCase")]
-pub struct StatusOut {
-    pub elicitation_id: String,
-    pub kind: Kind,
-    pub status: Status,
-    pub created_at: String,
-    pub expires_at: String,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub decided_at: Option<String>,
-}
-
-impl From<&StatusView> for StatusOut {
-    fn from(v: &StatusView) -> Self {
-        StatusOut {
-            elicitation_id: v.id.to_string(),
-            kind: v.kind,
-            status: v.status,
-            created_at: rfc3339(v.created_ms),
-            expires_at: rfc3339(v.expires_ms),
-            decided_at: v.decided_ms.map(rfc3339),
-        }
-    }
-}
-
-/// Answer to result.
-#[derive(Debug, Clone, Serialize, utoipa::ToSchema, schemars::JsonSchema)]
-#[serde(rename_all = "camelCase")]
-pub struct ResultOut {
-    pub elicitation_id: String,
-    pub kind: Kind,
-    pub status: Status,
-    pub decision: Decision,
-    /// The request's `context`, byte for byte (`null` if absent).
-    #[schema(value_type = Option<Object>)]
-    #[schemars(with = "Option<serde_json::Value>")]
-    pub context: Option<Box<RawValue>>,
-    /// Form approvals on submit: the reviewer's values; otherwise `null`.
-    #[schema(value_type = Option<Object>)]
-    pub form_submission: Option<Map<String, Value>>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub selected_ids: Option<Vec<String>>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    #[schema(value_type = Option<Object>)]
-    pub values: Option<Map<String, Value>>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub comment: Option<String>,
-    pub decided_at: String,
-}
-
-/// One audit event on the wire.
-#[derive(Debug, Clone, Serialize, utoipa::ToSchema, schemars::JsonSchema)]
-#[serde(rename_all = "camelCase")]
-pub struct AuditEventOut {
-    #[serde(rename = "type")]
-    pub kind: String,
-    pub at: String,
-    pub actor: String,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub decision: Option<String>,
-}
-
-/// Answer to audit.
-#[derive(Debug, Clone, Serialize, utoipa::ToSchema, schemars::JsonSchema)]
-#[serde(rename_all = "camelCase")]
-pub struct AuditOut {
-    pub elicitation_id: String,
-    pub events: Vec<AuditEventOut>,
-}
-
-/// Answer to cancel and decide.
-#[derive(Debug, Clone, Serialize, utoipa::ToSchema, schemars::JsonSchema)]
-pub struct StateOut {
-    pub status: Status,
+    config: Arc<Config>,
+    store: Arc<dyn Store>,
+    hub: Arc<Hub>,
+    limits: Arc<Limits>,
 }
 
 /// Count a refused operation by its error code (server-side failures are counted by the store).
 fn refused<T>(op: &'static str, r: Result<T>) -> Result<T> {
     if let Err(e) = &r {
-        if !matches!(e, Error::Internal(_) | Error::Unavailable(_)) {
+        if !e.is_server_side() {
             metrics::counter!("elicitd_transitions_refused_total", "op" => op, "code" => e.code())
                 .increment(1);
         }
@@ -149,6 +62,19 @@ fn token_hash(review_token: &str) -> Result<String> {
     }
 }
 
+fn decode<T: serde::de::DeserializeOwned>(what: &str, json: &str) -> Result<T> {
+    serde_json::from_str(json).map_err(|e| Error::internal(format!("stored {what}: {e}")))
+}
+
+/// The error a decision gets on a request that is no longer pending.
+fn refusal_error(status: Status) -> Error {
+    match status {
+        Status::Expired => Error::Expired,
+        Status::Canceled => Error::Canceled,
+        _ => Error::AlreadyDecided,
+    }
+}
+
 impl Service {
     pub fn new(config: Arc<Config>, store: Arc<dyn Store>, hub: Arc<Hub>) -> Self {
         let limits = Arc::new(Limits::new(
@@ -163,6 +89,37 @@ impl Service {
         }
     }
 
+    /// The configuration this replica runs with.
+    pub fn config(&self) -> &Config {
+        &self.config
+    }
+
+    /// Ready to serve: the store answers (and, on Redis, the subscriber is connected).
+    pub async fn ready(&self) -> Result<()> {
+        self.store.ready().await
+    }
+
+    /// Cancelled when the replica shuts down.
+    pub fn shutdown_token(&self) -> &CancellationToken {
+        self.hub.shutdown_token()
+    }
+
+    /// Release every parked `await` (they answer with their current status) and refuse new
+    /// waits: the first step of a graceful shutdown.
+    pub fn shutdown(&self) {
+        self.hub.shutdown();
+    }
+
+    /// `await` calls parked on this replica right now.
+    pub fn parked_awaits(&self) -> usize {
+        self.hub.parked()
+    }
+
+    /// Ids with a live pub/sub subscription on this replica.
+    pub fn live_subscriptions(&self) -> usize {
+        self.hub.subscriptions()
+    }
+
     /// The tenant an API key belongs to.
     pub fn authenticate(&self, key: &str) -> Result<Tenant> {
         // Keys are few; compare all in constant time so timing reveals nothing.
@@ -173,6 +130,17 @@ impl Service {
             }
         }
         found.ok_or(Error::Unauthorized)
+    }
+
+    /// The tenant of an `Authorization: Bearer <api key>` header value.
+    pub fn authenticate_bearer(&self, authorization: Option<&str>) -> Result<Tenant> {
+        let (scheme, key) = authorization
+            .and_then(|v| v.trim().split_once(' '))
+            .ok_or(Error::Unauthorized)?;
+        if !scheme.eq_ignore_ascii_case("bearer") {
+            return Err(Error::Unauthorized);
+        }
+        self.authenticate(key.trim())
     }
 
     fn review_url(&self, token: &str) -> String {
@@ -196,14 +164,14 @@ impl Service {
         req: CreateRequest,
     ) -> Result<CreatedOut> {
         self.limits.check_create(tenant)?;
+        let bounds = Bounds {
+            min_expires_secs: self.config.min_expires_secs,
+            max_expires_secs: self.config.max_expires_secs,
+        };
         let ValidCreate {
             spec,
             idempotency_key,
-        } = req.validate_with(
-            kind,
-            self.config.min_expires_secs,
-            self.config.max_expires_secs,
-        )?;
+        } = kinds::validate_create(kind, req, bounds)?;
         let spec_json = serde_json::to_string(&spec).map_err(Error::internal)?;
         let id = ElicitationId::random();
         let salt = token::random_b64(16);
@@ -285,11 +253,9 @@ impl Service {
             None => self.config.await_window,
         };
         let window_end = Instant::now() + wait;
+        let shutdown = self.hub.shutdown_token();
         let first = self.store.status(tenant, id).await?;
-        if first.status != Status::Pending
-            || wait.is_zero()
-            || self.hub.shutdown_token().is_cancelled()
-        {
+        if first.status != Status::Pending || wait.is_zero() || shutdown.is_cancelled() {
             return Ok(StatusOut::from(&first));
         }
         let mut waiter = self.hub.register(id).await?;
@@ -300,14 +266,13 @@ impl Service {
                 // The store blinked (Redis restart, failover): keep the caller parked and retry
                 // until the window closes; only then report it.
                 Err(Error::Unavailable(e))
-                    if Instant::now() + STORE_RETRY < window_end
-                        && !self.hub.shutdown_token().is_cancelled() =>
+                    if Instant::now() + STORE_RETRY < window_end && !shutdown.is_cancelled() =>
                 {
                     tracing::debug!(error = %e, "await re-read failed; retrying");
                     tokio::select! {
                         _ = tokio::time::sleep(STORE_RETRY) => {}
                         _ = waiter.changed() => {}
-                        _ = self.hub.shutdown_token().cancelled() => {}
+                        _ = shutdown.cancelled() => {}
                     }
                     continue;
                 }
@@ -321,7 +286,7 @@ impl Service {
                 }
                 return Ok(StatusOut::from(&v));
             }
-            if now >= window_end || self.hub.shutdown_token().is_cancelled() {
+            if now >= window_end || shutdown.is_cancelled() {
                 return Ok(StatusOut::from(&v));
             }
             // Deadline measured on the store clock, slept on ours; the re-read decides.
@@ -330,7 +295,7 @@ impl Service {
             tokio::select! {
                 _ = waiter.changed() => {}
                 _ = tokio::time::sleep(nap) => {}
-                _ = self.hub.shutdown_token().cancelled() => {}
+                _ = shutdown.cancelled() => {}
             }
         }
     }
@@ -341,21 +306,16 @@ impl Service {
 
     async fn result_inner(&self, tenant: &Tenant, id: &str) -> Result<ResultOut> {
         let r = self.store.consume(tenant, parse_id(id)?).await?;
-        let form = r.spec.is_form();
+        let spec: Spec = decode("spec", &r.spec_json)?;
+        let outcome: Outcome = decode("outcome", &r.outcome_json)?;
         Ok(ResultOut {
             elicitation_id: r.id.to_string(),
-            kind: r.spec.kind,
+            kind: spec.kind(),
             status: Status::Consumed,
-            decision: r.outcome.decision,
-            context: r.spec.context,
-            form_submission: if form {
-                r.outcome.form_submission
-            } else {
-                None
-            },
-            selected_ids: r.outcome.selected_ids,
-            values: r.outcome.values,
-            comment: r.outcome.comment,
+            decision: outcome.decision,
+            context: spec.context,
+            answer: outcome.answer,
+            comment: outcome.comment,
             decided_at: rfc3339(r.decided_ms),
         })
     }
@@ -382,17 +342,22 @@ impl Service {
         let events = self.store.audit(tenant, id).await?;
         Ok(AuditOut {
             elicitation_id: id.to_string(),
-            events: events.into_iter().map(audit_out).collect(),
+            events: events.into_iter().map(Into::into).collect(),
         })
     }
 
     /// Open a review token (for the review page). Never changes state.
     /// `client` is the caller's address, for the wrong-token brake (see `limits`).
-    pub async fn review(&self, review_token: &str, client: Option<IpAddr>) -> Result<ReviewView> {
+    pub async fn review(&self, review_token: &str, client: Option<IpAddr>) -> Result<Review> {
         self.limits.check_review(client)?;
         let r = refused(
             "review",
-            async { self.store.review(&token_hash(review_token)?).await }.await,
+            async {
+                let hash = token_hash(review_token)?;
+                let rec = self.store.review(&hash).await?;
+                review_of(rec, hash)
+            }
+            .await,
         );
         if matches!(r, Err(Error::NotFound)) {
             self.limits.review_failed(client);
@@ -400,47 +365,90 @@ impl Service {
         r
     }
 
-    /// Record that the review page was shown.
-    pub async fn record_view(&self, review_token: &str, id: ElicitationId) -> Result<()> {
-        self.store.record_view(id, &token_hash(review_token)?).await
+    /// Record that the review page of `review` was shown.
+    pub async fn record_view(&self, review: &Review) -> Result<()> {
+        self.store.record_view(review.id, &review.token_hash).await
     }
 
-    /// A reviewer decides. Validation errors are 422 and record nothing.
+    /// A reviewer decides through the JSON route. Validation errors are 422 and record nothing.
     pub async fn decide(
         &self,
         review_token: &str,
         input: DecisionInput,
         client: Option<IpAddr>,
     ) -> Result<StateOut> {
-        self.limits.check_review(client)?;
-        let r = refused("decide", self.decide_inner(review_token, input).await);
-        if matches!(r, Err(Error::NotFound)) {
-            self.limits.review_failed(client);
+        let review = self.review(review_token, client).await?;
+        match self.decide_review(&review, input).await? {
+            Decided::Recorded(status) => Ok(StateOut { status }),
+            Decided::Refused(now) => Err(refusal_error(now.status)),
         }
-        r
     }
 
-    async fn decide_inner(&self, review_token: &str, input: DecisionInput) -> Result<StateOut> {
-        let hash = token_hash(review_token)?;
-        let view = self.store.review(&hash).await?;
-        match view.status {
-            Status::Pending => {}
-            Status::Expired => return Err(Error::Expired),
-            Status::Canceled => return Err(Error::Canceled),
-            _ => return Err(Error::AlreadyDecided),
+    /// A reviewer decides on a request opened with [`review`](Self::review) (no second read).
+    /// Validation errors are 422 and record nothing; a request that is no longer pending comes
+    /// back as [`Decided::Refused`] with its state now.
+    pub async fn decide_review(&self, review: &Review, input: DecisionInput) -> Result<Decided> {
+        refused("decide", self.decide_inner(review, input).await)
+    }
+
+    async fn decide_inner(&self, review: &Review, input: DecisionInput) -> Result<Decided> {
+        if review.status != Status::Pending {
+            count_refusal(review.status);
+            return Ok(Decided::Refused(Box::new(review.clone())));
         }
-        let outcome = input.validate(&view.spec)?;
-        let (status, _) = self.store.decide(view.id, &hash, &outcome).await?;
-        metrics::counter!("elicitd_decisions_total", "outcome" => status.as_str()).increment(1);
-        Ok(StateOut { status })
+        let outcome = input.validate(&review.spec)?;
+        let json = serde_json::to_string(&outcome).map_err(Error::internal)?;
+        match self
+            .store
+            .decide(review.id, &review.token_hash, outcome.decision, &json)
+            .await?
+        {
+            DecideReply::Recorded { status, .. } => {
+                metrics::counter!("elicitd_decisions_total", "outcome" => status.as_str())
+                    .increment(1);
+                Ok(Decided::Recorded(status))
+            }
+            DecideReply::Refused {
+                status,
+                outcome_json,
+                decided_ms,
+            } => {
+                count_refusal(status);
+                Ok(Decided::Refused(Box::new(Review {
+                    status,
+                    outcome: outcome_json
+                        .as_deref()
+                        .map(|o| decode("outcome", o))
+                        .transpose()?,
+                    decided_ms,
+                    ..review.clone()
+                })))
+            }
+        }
     }
 }
 
-fn audit_out(e: AuditEvent) -> AuditEventOut {
-    AuditEventOut {
-        kind: e.kind,
-        at: rfc3339(e.at),
-        actor: e.actor,
-        decision: e.decision,
-    }
+/// Count a decision refused because the request is no longer pending.
+fn count_refusal(status: Status) {
+    metrics::counter!("elicitd_transitions_refused_total", "op" => "decide",
+        "code" => refusal_error(status).code())
+    .increment(1);
+}
+
+fn review_of(rec: ReviewRecord, token_hash: String) -> Result<Review> {
+    Ok(Review {
+        id: rec.id,
+        spec: decode("spec", &rec.spec_json)?,
+        status: rec.status,
+        created_ms: rec.created_ms,
+        expires_ms: rec.expires_ms,
+        now_ms: rec.now_ms,
+        outcome: rec
+            .outcome_json
+            .as_deref()
+            .map(|o| decode("outcome", o))
+            .transpose()?,
+        decided_ms: rec.decided_ms,
+        token_hash,
+    })
 }

@@ -1,0 +1,674 @@
+//! What an agent can ask for. A kind is one module — [`approval`], [`selection`], [`proposal`] —
+//! holding everything that differs per kind: its create fields and their validation, its MCP
+//! arguments, what the reviewer may answer and its validation, its part of the result, and its
+//! review controls (built from [`crate::form`]). This file is the only place that lists the
+//! kinds: the [`Kind`] names, the [`KindSpec`] enum, the wire structs that carry every kind's
+//! fields ([`CreateRequest`], [`DecisionInput`], [`Answer`]) and the dispatch to the modules.
+//!
+//! The store, `lua/` and the waiter hub never look inside a kind: they keep the validated
+//! [`Spec`] and [`Outcome`] as JSON text. Adding a kind: a module here, a variant in this file,
+//! a REST route (`api`) and an MCP tool (`mcp`) — see docs/architecture.md.
+
+pub mod approval;
+pub mod proposal;
+pub mod selection;
+
+use serde::{Deserialize, Serialize};
+use serde_json::{value::RawValue, Map, Value};
+
+use crate::{
+    error::{Error, FieldError},
+    form::{controls::Control, FormData},
+    model::{rules, Decision, Labels},
+};
+
+/// What kind of decision is asked for.
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    Serialize,
+    Deserialize,
+    utoipa::ToSchema,
+    schemars::JsonSchema,
+)]
+#[serde(rename_all = "lowercase")]
+pub enum Kind {
+    Approval,
+    Selection,
+    Proposal,
+}
+
+impl Kind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Kind::Approval => "approval",
+            Kind::Selection => "selection",
+            Kind::Proposal => "proposal",
+        }
+    }
+    pub fn parse(s: &str) -> Option<Self> {
+        Some(match s {
+            "approval" => Kind::Approval,
+            "selection" => Kind::Selection,
+            "proposal" => Kind::Proposal,
+            _ => return None,
+        })
+    }
+}
+
+/// What every kind module defines (implemented by its spec type; dispatched by [`KindSpec`]).
+trait Rules: Sized {
+    /// Default button words: submit, decline.
+    const LABELS: (&'static str, &'static str);
+    /// Page heading when the request has no title, and the line above it.
+    const HEADING: &'static str;
+    const PAGE_LABEL: &'static str;
+    /// The kind's own create fields (wire names); any other kind's field is refused.
+    const CREATE_FIELDS: &'static [&'static str];
+
+    /// Validate the kind's create fields (taken out of `req`).
+    fn create(
+        req: &mut CreateRequest,
+        context: Option<&RawValue>,
+        errs: &mut Vec<FieldError>,
+    ) -> Self;
+    /// The decision fields a submit of this request takes (wire names).
+    fn decision_fields(&self) -> &'static [&'static str];
+    /// Validate a submit's fields (taken out of `input`) into the kind's part of the answer.
+    fn decide(&self, input: &mut DecisionInput, errs: &mut Vec<FieldError>) -> Answer;
+    /// The review controls, pre-filled from the request or from a refused post.
+    fn controls(&self, form: Option<&FormData>) -> Vec<Control>;
+    /// Read the kind's fields of a posted review form into `input` (conversion problems go
+    /// to `errs`, keyed like validation errors).
+    fn read_form(&self, form: &FormData, input: &mut DecisionInput, errs: &mut Vec<FieldError>);
+}
+
+/// The validated, kind-specific part of a request.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "lowercase")]
+pub enum KindSpec {
+    Approval(approval::Approval),
+    Selection(selection::Selection),
+    Proposal(proposal::Proposal),
+}
+
+/// Dispatch one [`Rules`] call to the kind's module.
+macro_rules! dispatch {
+    ($spec:expr, $k:ident => $call:expr) => {
+        match $spec {
+            KindSpec::Approval($k) => $call,
+            KindSpec::Selection($k) => $call,
+            KindSpec::Proposal($k) => $call,
+        }
+    };
+}
+
+/// Dispatch a [`Rules`] constant or constructor by [`Kind`].
+macro_rules! by_kind {
+    ($kind:expr, $t:ident => $e:expr) => {
+        match $kind {
+            Kind::Approval => {
+                type $t = approval::Approval;
+                $e
+            }
+            Kind::Selection => {
+                type $t = selection::Selection;
+                $e
+            }
+            Kind::Proposal => {
+                type $t = proposal::Proposal;
+                $e
+            }
+        }
+    };
+}
+
+macro_rules! from_kind {
+    ($($variant:ident($t:ty)),*) => {
+        $(impl From<$t> for KindSpec {
+            fn from(k: $t) -> Self {
+                KindSpec::$variant(k)
+            }
+        })*
+    };
+}
+from_kind!(
+    Approval(approval::Approval),
+    Selection(selection::Selection),
+    Proposal(proposal::Proposal)
+);
+
+impl KindSpec {
+    pub fn kind(&self) -> Kind {
+        match self {
+            KindSpec::Approval(_) => Kind::Approval,
+            KindSpec::Selection(_) => Kind::Selection,
+            KindSpec::Proposal(_) => Kind::Proposal,
+        }
+    }
+}
+
+/// A validated request as stored with the record (JSON, camelCase; `kind` first).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Spec {
+    #[serde(flatten)]
+    pub kind: KindSpec,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub title: Option<String>,
+    pub message: String,
+    /// Echoed verbatim (bytes as sent) by `result`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub context: Option<Box<RawValue>>,
+    pub labels: Labels,
+    pub expires_in_seconds: u64,
+}
+
+impl Spec {
+    pub fn kind(&self) -> Kind {
+        self.kind.kind()
+    }
+    /// The page heading: the title, else the kind's default.
+    pub fn heading(&self) -> String {
+        self.title
+            .clone()
+            .unwrap_or_else(|| by_kind!(self.kind(), K => K::HEADING).to_string())
+    }
+    /// The line above the heading ("Approval request", …).
+    pub fn page_label(&self) -> &'static str {
+        by_kind!(self.kind(), K => K::PAGE_LABEL)
+    }
+    /// The review controls (see [`crate::form`]).
+    pub fn controls(&self, form: Option<&FormData>) -> Vec<Control> {
+        dispatch!(&self.kind, k => k.controls(form))
+    }
+}
+
+/// Default button words of `kind` (SPEC §3 `labels`).
+pub fn default_labels(kind: Kind) -> Labels {
+    let (submit, decline) = by_kind!(kind, K => K::LABELS);
+    Labels {
+        submit: submit.into(),
+        decline: decline.into(),
+    }
+}
+
+/// Create arguments for any kind (camelCase on the wire): the common fields of SPEC §3, then
+/// each kind's own (refused by name for the other kinds; unknown fields refused by serde).
+#[derive(Debug, Default, Deserialize, utoipa::ToSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct CreateRequest {
+    /// Required, 1–4000 characters: what the reviewer is asked and why.
+    #[schema(required = true, min_length = 1, max_length = 4000)]
+    pub message: Option<String>,
+    /// Page heading, 1–120 characters.
+    #[schema(min_length = 1, max_length = 120)]
+    pub title: Option<String>,
+    /// Any JSON up to 64 KiB, echoed verbatim by `result`. Approval json mode: the payload.
+    #[schema(value_type = Option<Object>)]
+    pub context: Option<Box<RawValue>>,
+    /// Deadline in seconds, 10 to the server maximum (default 86400); default 3600.
+    #[schema(minimum = 10, maximum = 2592000)]
+    pub expires_in_seconds: Option<i64>,
+    pub labels: Option<LabelsInput>,
+    /// 1–200 characters; the same tenant + key returns the first elicitation.
+    #[schema(min_length = 1, max_length = 200)]
+    pub idempotency_key: Option<String>,
+    /// Approval (form mode) and proposal: the MCP 2025-11-25 elicitation schema subset.
+    #[schema(value_type = Option<Object>)]
+    pub requested_schema: Option<Value>,
+    /// Selection: 1–500 options, each with a unique string `id`, optional `label`/`description`.
+    #[schema(value_type = Option<Vec<Object>>, min_items = 1, max_items = 500)]
+    pub options: Option<Vec<Value>>,
+    /// Selection: default 1.
+    #[schema(minimum = 1)]
+    pub min_selections: Option<i64>,
+    /// Selection: default 1 (single select), at most the number of options.
+    #[schema(minimum = 1)]
+    pub max_selections: Option<i64>,
+    /// Proposal: 1–100 fields, each a string, number, boolean or array of strings.
+    #[schema(value_type = Option<Object>)]
+    pub proposal: Option<Value>,
+}
+
+impl CreateRequest {
+    /// The kind-specific fields this request carries (wire names).
+    fn kind_fields_present(&self) -> Vec<&'static str> {
+        [
+            ("requestedSchema", self.requested_schema.is_some()),
+            ("options", self.options.is_some()),
+            ("minSelections", self.min_selections.is_some()),
+            ("maxSelections", self.max_selections.is_some()),
+            ("proposal", self.proposal.is_some()),
+        ]
+        .into_iter()
+        .filter_map(|(name, present)| present.then_some(name))
+        .collect()
+    }
+}
+
+/// `labels` as sent: only `submit` and `decline`.
+/// Button words (1–40 characters each after trimming).
+#[derive(Debug, Default, Deserialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct LabelsInput {
+    #[schema(min_length = 1, max_length = 40)]
+    pub submit: Option<String>,
+    #[schema(min_length = 1, max_length = 40)]
+    pub decline: Option<String>,
+}
+
+/// Deadline bounds of this server (SPEC: 10 to the configured max; tests lower the minimum).
+#[derive(Debug, Clone, Copy)]
+pub struct Bounds {
+    pub min_expires_secs: u64,
+    pub max_expires_secs: u64,
+}
+
+/// A validated create: the spec to store plus the idempotency key.
+#[derive(Debug)]
+pub struct ValidCreate {
+    pub spec: Spec,
+    pub idempotency_key: Option<String>,
+}
+
+/// Validate a create for `kind`: every problem is reported at once (400 with per-field
+/// details), except an oversized `context` (413).
+pub fn validate_create(
+    kind: Kind,
+    mut req: CreateRequest,
+    bounds: Bounds,
+) -> Result<ValidCreate, Error> {
+    let mut errs = Vec::new();
+    rules::check_context(req.context.as_deref(), &mut errs)?;
+    let message = rules::check_message(req.message.take(), &mut errs);
+    let title = rules::check_title(req.title.take(), &mut errs);
+    let expires_in_seconds = rules::check_expires(
+        req.expires_in_seconds,
+        bounds.min_expires_secs,
+        bounds.max_expires_secs,
+        &mut errs,
+    );
+    let (submit, decline) = req
+        .labels
+        .take()
+        .map_or((None, None), |l| (l.submit, l.decline));
+    let labels = rules::check_labels(submit, decline, default_labels(kind), &mut errs);
+    rules::check_idempotency_key(req.idempotency_key.as_deref(), &mut errs);
+    let accepted = by_kind!(kind, K => K::CREATE_FIELDS);
+    for field in req.kind_fields_present() {
+        if !accepted.contains(&field) {
+            errs.push(FieldError::new(
+                field,
+                format!("is not allowed for a {} request", kind.as_str()),
+            ));
+        }
+    }
+    let context = req.context.take();
+    let kind_spec = by_kind!(kind, K => K::create(&mut req, context.as_deref(), &mut errs).into());
+    if !errs.is_empty() {
+        return Err(Error::invalid_fields(errs));
+    }
+    Ok(ValidCreate {
+        spec: Spec {
+            kind: kind_spec,
+            title,
+            message,
+            context,
+            labels,
+            expires_in_seconds,
+        },
+        idempotency_key: req.idempotency_key,
+    })
+}
+
+/// Reviewer decision JSON (SPEC §4): the verdict, the comment, and each kind's own fields.
+#[derive(Debug, Clone, Deserialize, utoipa::ToSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct DecisionInput {
+    pub decision: Decision,
+    /// Form approvals: values keyed by `requestedSchema` property.
+    #[schema(value_type = Option<Object>)]
+    pub form_submission: Option<Value>,
+    /// Selections: the chosen option ids.
+    pub selected_ids: Option<Vec<String>>,
+    /// Proposals: the kept fields with their final values.
+    #[schema(value_type = Option<Object>)]
+    pub values: Option<Value>,
+    /// Optional free text, at most 2000 characters.
+    #[schema(max_length = 2000)]
+    pub comment: Option<String>,
+}
+
+impl DecisionInput {
+    /// A decision with no kind fields yet (the review form fills them in).
+    pub fn new(decision: Decision, comment: Option<String>) -> Self {
+        DecisionInput {
+            decision,
+            form_submission: None,
+            selected_ids: None,
+            values: None,
+            comment,
+        }
+    }
+
+    fn kind_fields_present(&self) -> Vec<&'static str> {
+        [
+            ("formSubmission", self.form_submission.is_some()),
+            ("selectedIds", self.selected_ids.is_some()),
+            ("values", self.values.is_some()),
+        ]
+        .into_iter()
+        .filter_map(|(name, present)| present.then_some(name))
+        .collect()
+    }
+
+    /// Check the decision against what was asked. Errors are `InvalidDecision` (422) with
+    /// per-field details; nothing is recorded when this fails.
+    pub fn validate(mut self, spec: &Spec) -> Result<Outcome, Error> {
+        let mut errs = Vec::new();
+        let comment = rules::check_comment(self.comment.take(), &mut errs);
+        // Comment problems must not hide field problems: the reviewer should see all at once.
+        let comment_errors = errs.len();
+        let submitted = self.decision == Decision::Submitted;
+        let takes = dispatch!(&spec.kind, k => k.decision_fields());
+        for field in self.kind_fields_present() {
+            if !(submitted && takes.contains(&field)) {
+                errs.push(FieldError::new(
+                    field,
+                    if submitted {
+                        format!("is not used by a {} request", spec.kind().as_str())
+                    } else {
+                        "must be omitted when declining".to_string()
+                    },
+                ));
+            }
+        }
+        let mut answer = Answer::default();
+        if submitted && errs.len() == comment_errors {
+            answer = dispatch!(&spec.kind, k => k.decide(&mut self, &mut errs));
+        }
+        if errs.is_empty() {
+            Ok(Outcome {
+                decision: self.decision,
+                answer,
+                comment,
+            })
+        } else {
+            Err(Error::invalid_decision(errs))
+        }
+    }
+
+    /// Build the reviewer's decision from a posted review form: the button, the comment and
+    /// the kind's fields. Declining ignores every value but the comment.
+    pub fn from_form(spec: &Spec, form: &FormData) -> Result<FromForm, crate::form::BadForm> {
+        let decision = match form.get("decision") {
+            Some("submitted") => Decision::Submitted,
+            Some("declined") => Decision::Declined,
+            _ => return Err(crate::form::BadForm::NoDecision),
+        };
+        let comment = form
+            .get("comment")
+            .map(crate::form::normalise_newlines)
+            .filter(|c| !c.trim().is_empty());
+        let mut input = DecisionInput::new(decision, comment);
+        let mut errors = Vec::new();
+        if decision == Decision::Submitted {
+            dispatch!(&spec.kind, k => k.read_form(form, &mut input, &mut errors));
+        }
+        Ok(FromForm { input, errors })
+    }
+}
+
+/// What a posted form produced: the decision to validate, and the fields that could not even
+/// be converted (left out of `input`).
+#[derive(Debug)]
+pub struct FromForm {
+    pub input: DecisionInput,
+    pub errors: Vec<FieldError>,
+}
+
+/// Each kind's part of a reviewer's answer, as stored and returned by `result`.
+#[derive(
+    Debug, Clone, Default, PartialEq, Serialize, Deserialize, utoipa::ToSchema, schemars::JsonSchema,
+)]
+#[serde(rename_all = "camelCase")]
+pub struct Answer {
+    /// Form approvals on submit: the reviewer's values; otherwise `null`.
+    #[schema(value_type = Option<Object>)]
+    pub form_submission: Option<Map<String, Value>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub selected_ids: Option<Vec<String>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<Object>)]
+    pub values: Option<Map<String, Value>>,
+}
+
+/// A validated decision, as stored and returned by `result`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Outcome {
+    pub decision: Decision,
+    #[serde(flatten)]
+    pub answer: Answer,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub comment: Option<String>,
+}
+
+/// The common create arguments of every MCP create tool, followed by the kind's own fields.
+/// (MCP arguments are typed strictly: a wrong type is a JSON-RPC error, not a tool result.)
+macro_rules! mcp_create_args {
+    ($(#[$doc:meta])* $name:ident { $($extra:tt)* }) => {
+        $(#[$doc])*
+        #[derive(Debug, serde::Deserialize, schemars::JsonSchema)]
+        #[serde(rename_all = "camelCase", deny_unknown_fields)]
+        pub struct $name {
+            /// What the reviewer is asked and why (1–4000 characters). Be specific: the human
+            /// sees only this, the title and the context.
+            #[schemars(length(min = 1, max = $crate::model::rules::MAX_MESSAGE_CHARS))]
+            pub message: String,
+            /// Short page heading (1–120 characters).
+            #[schemars(length(min = 1, max = $crate::model::rules::MAX_TITLE_CHARS))]
+            pub title: Option<String>,
+            /// Any JSON (≤ 64 KiB) shown to the reviewer and returned verbatim by elicit_result.
+            pub context: Option<serde_json::Value>,
+            /// Deadline in seconds (10–86400, default 3600). Undecided requests then read `expired`.
+            #[schemars(range(min = 10, max = 86400))]
+            pub expires_in_seconds: Option<i64>,
+            /// Rename the buttons (the recorded decision is unchanged).
+            pub labels: Option<$crate::kinds::LabelsArg>,
+            /// Retry-safe key (1–200 characters): repeating a create with the same key returns
+            /// the first elicitation instead of a new one.
+            #[schemars(length(min = 1, max = $crate::model::rules::MAX_IDEMPOTENCY_KEY_CHARS))]
+            pub idempotency_key: Option<String>,
+            $($extra)*
+        }
+    };
+}
+pub(crate) use mcp_create_args;
+
+/// Button words.
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct LabelsArg {
+    /// Word on the submit/approve button (1–40 characters).
+    #[schemars(length(min = 1, max = rules::MAX_LABEL_CHARS))]
+    pub submit: Option<String>,
+    /// Word on the decline button (1–40 characters).
+    #[schemars(length(min = 1, max = rules::MAX_LABEL_CHARS))]
+    pub decline: Option<String>,
+}
+
+/// The common part of an MCP create, as a [`CreateRequest`] (the kind adds its fields).
+/// `context` is re-serialized here; the MCP adapter swaps in the raw text when it has it.
+macro_rules! mcp_common_request {
+    ($a:expr) => {
+        $crate::kinds::CreateRequest {
+            message: Some($a.message),
+            title: $a.title,
+            context: $a
+                .context
+                .map(|v| serde_json::value::to_raw_value(&v))
+                .transpose()
+                .map_err($crate::error::Error::internal)?,
+            expires_in_seconds: $a.expires_in_seconds,
+            labels: $a.labels.map(|l| $crate::kinds::LabelsInput {
+                submit: l.submit,
+                decline: l.decline,
+            }),
+            idempotency_key: $a.idempotency_key,
+            ..Default::default()
+        }
+    };
+}
+pub(crate) use mcp_common_request;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    pub(super) fn req(v: Value) -> CreateRequest {
+        serde_json::from_value(v).unwrap()
+    }
+
+    pub(super) fn valid(kind: Kind, v: Value) -> Result<ValidCreate, Error> {
+        validate_create(
+            kind,
+            req(v),
+            Bounds {
+                min_expires_secs: 10,
+                max_expires_secs: 86400,
+            },
+        )
+    }
+
+    #[test]
+    fn common_field_limits() {
+        let long = "x".repeat(4001);
+        let e = valid(
+            Kind::Approval,
+            json!({"message": long, "context": 1, "expiresInSeconds": 5, "title": "",
+            "labels": {"submit": "   "}, "idempotencyKey": ""}),
+        )
+        .unwrap_err();
+        let fields: Vec<_> = e.details().iter().map(|d| d.field.as_str()).collect();
+        assert_eq!(
+            fields,
+            [
+                "message",
+                "title",
+                "expiresInSeconds",
+                "labels.submit",
+                "idempotencyKey"
+            ]
+        );
+        let big = "y".repeat(rules::MAX_CONTEXT_BYTES);
+        let e = valid(Kind::Approval, json!({"message": "m", "context": big})).unwrap_err();
+        assert_eq!(e.code(), "payload_too_large");
+        assert!(
+            serde_json::from_value::<CreateRequest>(json!({"message": "m", "bogus": 1})).is_err()
+        );
+        assert!(
+            serde_json::from_value::<CreateRequest>(json!({"labels": {"other": "x"}})).is_err()
+        );
+    }
+
+    #[test]
+    fn other_kinds_fields_are_refused_by_name() {
+        let e = valid(
+            Kind::Selection,
+            json!({"message": "m", "options": [{"id": "a"}], "proposal": {"a": 1}}),
+        )
+        .unwrap_err();
+        assert_eq!(e.details()[0].field, "proposal");
+        assert_eq!(
+            e.details()[0].message,
+            "is not allowed for a selection request"
+        );
+    }
+
+    #[test]
+    fn spec_round_trips_with_raw_context_and_kind_first() {
+        let ok = serde_json::from_str::<CreateRequest>(
+            r#"{"message": "m", "context": {"b": 1, "a": 2.50, "e": "\u00e9"}, "options": [{"id": "x"}]}"#,
+        )
+        .unwrap();
+        let spec = validate_create(
+            Kind::Selection,
+            ok,
+            Bounds {
+                min_expires_secs: 10,
+                max_expires_secs: 86400,
+            },
+        )
+        .unwrap()
+        .spec;
+        let json = serde_json::to_string(&spec).unwrap();
+        assert!(
+            json.starts_with(r#"{"kind":"selection","options":[{"id":"x"}]"#),
+            "{json}"
+        );
+        let back: Spec = serde_json::from_str(&json).unwrap();
+        assert_eq!(back.kind(), Kind::Selection);
+        assert_eq!(
+            back.context.unwrap().get(),
+            r#"{"b": 1, "a": 2.50, "e": "\u00e9"}"#
+        );
+    }
+
+    /// utoipa takes only literals in its attributes: check they agree with the constants.
+    #[test]
+    fn openapi_limits_match_the_rules() {
+        let doc = |s: utoipa::openapi::RefOr<utoipa::openapi::schema::Schema>| {
+            serde_json::to_value(s).unwrap()
+        };
+        let create = doc(<CreateRequest as utoipa::PartialSchema>::schema());
+        let p = &create["properties"];
+        assert_eq!(p["message"]["maxLength"], rules::MAX_MESSAGE_CHARS);
+        assert_eq!(p["title"]["maxLength"], rules::MAX_TITLE_CHARS);
+        assert_eq!(
+            p["idempotencyKey"]["maxLength"],
+            rules::MAX_IDEMPOTENCY_KEY_CHARS
+        );
+        assert_eq!(p["options"]["maxItems"], selection::MAX_OPTIONS);
+        let labels = doc(<LabelsInput as utoipa::PartialSchema>::schema());
+        assert_eq!(
+            labels["properties"]["submit"]["maxLength"],
+            rules::MAX_LABEL_CHARS
+        );
+        assert_eq!(
+            labels["properties"]["decline"]["maxLength"],
+            rules::MAX_LABEL_CHARS
+        );
+        let decision = doc(<DecisionInput as utoipa::PartialSchema>::schema());
+        assert_eq!(
+            decision["properties"]["comment"]["maxLength"],
+            rules::MAX_COMMENT_CHARS
+        );
+    }
+
+    #[test]
+    fn outcome_storage_round_trips() {
+        let o = Outcome {
+            decision: Decision::Submitted,
+            answer: Answer {
+                selected_ids: Some(vec!["a".into()]),
+                ..Answer::default()
+            },
+            comment: Some("ok".into()),
+        };
+        let s = serde_json::to_string(&o).unwrap();
+        assert_eq!(
+            s,
+            r#"{"decision":"submitted","formSubmission":null,"selectedIds":["a"],"comment":"ok"}"#
+        );
+        assert_eq!(serde_json::from_str::<Outcome>(&s).unwrap(), o);
+        // Outcomes stored before formSubmission was always written still read.
+        let old: Outcome = serde_json::from_str(r#"{"decision":"declined"}"#).unwrap();
+        assert_eq!(old.answer, Answer::default());
+    }
+}

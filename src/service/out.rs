@@ -1,0 +1,134 @@
+//! What the service hands to the adapters: the wire answers (REST bodies, MCP structured
+//! results; OpenAPI and JSON Schema come from these types) and the review view of the page.
+//! No store type crosses this line.
+
+use serde::Serialize;
+use serde_json::value::RawValue;
+
+use crate::{
+    kinds::{Answer, Kind, Outcome, Spec},
+    model::{rfc3339, Decision, ElicitationId, Status},
+    store::{AuditEvent, StatusView},
+};
+
+/// Answer to a create.
+#[derive(Debug, Clone, Serialize, utoipa::ToSchema, schemars::JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct CreatedOut {
+    pub elicitation_id: String,
+    pub status: Status,
+    pub review_url: String,
+    pub expires_at: String,
+}
+
+/// Answer to status / await.
+#[derive(Debug, Clone, Serialize, utoipa::ToSchema, schemars::JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct StatusOut {
+    pub elicitation_id: String,
+    pub kind: Kind,
+    pub status: Status,
+    pub created_at: String,
+    pub expires_at: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub decided_at: Option<String>,
+}
+
+impl From<&StatusView> for StatusOut {
+    fn from(v: &StatusView) -> Self {
+        StatusOut {
+            elicitation_id: v.id.to_string(),
+            kind: v.kind,
+            status: v.status,
+            created_at: rfc3339(v.created_ms),
+            expires_at: rfc3339(v.expires_ms),
+            decided_at: v.decided_ms.map(rfc3339),
+        }
+    }
+}
+
+/// Answer to result.
+#[derive(Debug, Clone, Serialize, utoipa::ToSchema, schemars::JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ResultOut {
+    pub elicitation_id: String,
+    pub kind: Kind,
+    pub status: Status,
+    pub decision: Decision,
+    /// The request's `context`, byte for byte (`null` if absent).
+    #[schema(value_type = Option<Object>)]
+    #[schemars(with = "Option<serde_json::Value>")]
+    pub context: Option<Box<RawValue>>,
+    /// The kind's part of the answer: `formSubmission` (always present; `null` unless a form
+    /// approval was submitted), `selectedIds`, `values`.
+    #[serde(flatten)]
+    pub answer: Answer,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub comment: Option<String>,
+    pub decided_at: String,
+}
+
+/// One audit event on the wire.
+#[derive(Debug, Clone, Serialize, utoipa::ToSchema, schemars::JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct AuditEventOut {
+    #[serde(rename = "type")]
+    pub kind: String,
+    pub at: String,
+    pub actor: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub decision: Option<String>,
+}
+
+impl From<AuditEvent> for AuditEventOut {
+    fn from(e: AuditEvent) -> Self {
+        AuditEventOut {
+            kind: e.kind,
+            at: rfc3339(e.at),
+            actor: e.actor,
+            decision: e.decision,
+        }
+    }
+}
+
+/// Answer to audit.
+#[derive(Debug, Clone, Serialize, utoipa::ToSchema, schemars::JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct AuditOut {
+    pub elicitation_id: String,
+    pub events: Vec<AuditEventOut>,
+}
+
+/// Answer to cancel and decide.
+#[derive(Debug, Clone, Serialize, utoipa::ToSchema, schemars::JsonSchema)]
+pub struct StateOut {
+    pub status: Status,
+}
+
+/// What a review token opens: the request as the reviewer sees it. Obtained from
+/// [`Service::review`](super::Service::review) and handed back to decide, so a page post reads
+/// the record once.
+#[derive(Debug, Clone)]
+pub struct Review {
+    pub id: ElicitationId,
+    pub spec: Spec,
+    /// Effective status (`expired` computed).
+    pub status: Status,
+    pub created_ms: i64,
+    pub expires_ms: i64,
+    /// The store clock at the read.
+    pub now_ms: i64,
+    pub outcome: Option<Outcome>,
+    pub decided_ms: Option<i64>,
+    /// sha256 of the review token (what the store checks again when deciding).
+    pub(super) token_hash: String,
+}
+
+/// What deciding through the page did.
+#[derive(Debug)]
+pub enum Decided {
+    /// Recorded, with the new status.
+    Recorded(Status),
+    /// The request was no longer pending; here is its state now.
+    Refused(Box<Review>),
+}

@@ -1,0 +1,487 @@
+//! The Redis store (fleet mode). Layout:
+//! - [`conn`]: building and checking connections, Redis failure → our error;
+//! - [`keys`]: key names (every key of one elicitation carries the hash tag `{<id>}`);
+//! - [`codec`]: record fields decoded by name, `TIME`, script replies;
+//! - [`batch`]: batched record reads (`lua/read.lua`, the status hot path);
+//! - [`subscriber`]: sharded pub/sub for the waiter hub;
+//! - this file: the scripts and the [`Store`] implementation.
+//!
+//! - Scripts are compiled in, called by SHA and reloaded on `NOSCRIPT` (a restart, failover or
+//!   `SCRIPT FLUSH` empties the cache), so a flush costs one extra round trip, never a failure.
+//! - Record reads (status, review, replay) run `TIME` then `HMGET` atomically, batched across
+//!   concurrent reads, so any decision accepted before the deadline was applied before that
+//!   `TIME` — a read can never say `expired` for a request decided in time.
+//! - The record key is also its shard channel: decide/cancel/consume `SPUBLISH` on it.
+//! - Connection loss maps to `unavailable` (503) at once instead of queueing behind a reconnect.
+
+mod batch;
+mod codec;
+mod conn;
+pub mod keys;
+mod subscriber;
+
+use std::{sync::Arc, time::Duration};
+
+use async_trait::async_trait;
+use fred::{
+    clients::Pool,
+    error::Error as RedisError,
+    interfaces::{ClientLike, KeysInterface, ListInterface},
+    types::{scripts::Script, Expiration, SetOptions},
+};
+use tokio::time::Instant;
+
+use self::{
+    batch::ReadBatcher,
+    codec::{Fields, Reply, Row},
+    conn::{connected, map_err, unavailable},
+    keys::Keys,
+    subscriber::Subscriber,
+};
+use super::{
+    agent_actor, AuditEvent, Created, DecideReply, NewRecord, ResultRecord, ReviewRecord,
+    StatusView, Store, MAX_AUDIT_FOR_VIEWS, REVIEWER,
+};
+use crate::{
+    error::{Error, Result},
+    model::{Decision, ElicitationId, Status, Tenant},
+    telemetry::record_store_op,
+    token::ct_eq,
+    wake::Hub,
+};
+
+/// The transition scripts (`lua/`), compiled in.
+struct Scripts {
+    create: Script,
+    decide: Script,
+    cancel: Script,
+    consume: Script,
+    view: Script,
+    ready: Script,
+}
+
+impl Scripts {
+    fn new() -> Self {
+        Scripts {
+            create: Script::from_lua(include_str!("../../../lua/create.lua")),
+            decide: Script::from_lua(include_str!("../../../lua/decide.lua")),
+            cancel: Script::from_lua(include_str!("../../../lua/cancel.lua")),
+            consume: Script::from_lua(include_str!("../../../lua/consume.lua")),
+            view: Script::from_lua(include_str!("../../../lua/view.lua")),
+            ready: Script::from_lua(include_str!("../../../lua/ready.lua")),
+        }
+    }
+}
+
+/// Settings the Redis store takes from `Config`.
+#[derive(Debug, Clone)]
+pub struct RedisSettings {
+    pub url: String,
+    pub prefix: String,
+    pub pool_size: usize,
+    pub retention: Duration,
+    /// Per-command timeout; also bounds how long a call waits on a dead server.
+    pub command_timeout: Duration,
+}
+
+/// The Redis-backed store.
+pub struct RedisStore {
+    pool: Pool,
+    subscriber: Arc<Subscriber>,
+    keys: Keys,
+    scripts: Scripts,
+    retention_ms: i64,
+    reads: ReadBatcher,
+}
+
+impl RedisStore {
+    /// Build clients, connect (waiting up to a few seconds), and start the subscriber feeder for
+    /// `hub`. A Redis that is down at start is not fatal: the replica serves 503 and `/readyz`
+    /// fails until it answers.
+    pub async fn connect(
+        s: RedisSettings,
+        hub: Arc<Hub>,
+    ) -> std::result::Result<Arc<Self>, RedisError> {
+        let (pool, sub) = conn::build(&s)?;
+        pool.connect_pool();
+        sub.connect();
+        let _ = tokio::time::timeout(Duration::from_secs(5), async {
+            let _ = pool.wait_for_connect().await;
+            let _ = sub.wait_for_connect().await;
+        })
+        .await;
+        let keys = Keys::new(&s.prefix);
+        let subscriber = Subscriber::new(sub, keys.clone());
+        subscriber.spawn_feeder(&hub);
+        hub.set_backend(subscriber.clone());
+        Ok(Arc::new(RedisStore {
+            reads: ReadBatcher::spawn(pool.clone()),
+            pool,
+            subscriber,
+            keys,
+            scripts: Scripts::new(),
+            retention_ms: s.retention.as_millis() as i64,
+        }))
+    }
+
+    async fn eval(
+        &self,
+        op: &'static str,
+        script: &Script,
+        keys: Vec<String>,
+        args: Vec<String>,
+    ) -> Result<Reply> {
+        let started = Instant::now();
+        let reply: Result<Vec<Option<String>>> = match connected(&self.pool) {
+            Ok(c) => script
+                .evalsha_with_reload(c, keys, args)
+                .await
+                .map_err(map_err),
+            Err(e) => Err(e),
+        };
+        record_store_op(op, started, &reply);
+        codec::reply(reply?)
+    }
+
+    /// [`eval`](Self::eval) of a script that never refuses with `no`.
+    async fn eval_ok(
+        &self,
+        op: &'static str,
+        script: &Script,
+        keys: Vec<String>,
+        args: Vec<String>,
+    ) -> Result<Vec<Option<String>>> {
+        match self.eval(op, script, keys, args).await? {
+            Reply::Ok(v) => Ok(v),
+            Reply::No(_) => Err(Error::internal(format!("{op} answered with a refusal"))),
+        }
+    }
+
+    /// Read `fields` of a record with the store clock (one batched round trip).
+    async fn load(
+        &self,
+        op: &'static str,
+        id: ElicitationId,
+        fields: Fields,
+    ) -> Result<(i64, Row)> {
+        let started = Instant::now();
+        // Fail at once (503) while Redis is down rather than queue behind a reconnect.
+        let out = match connected(&self.pool) {
+            Ok(_) => self.reads.read(self.keys.record(id), fields.0).await,
+            Err(e) => Err(e),
+        };
+        record_store_op(op, started, &out);
+        let (now, values) = out?;
+        Ok((now, Row::new(&fields, values)?))
+    }
+
+    async fn create_record(&self, rec: &NewRecord) -> Result<(i64, i64)> {
+        let ttl_ms = rec.expires_in_ms + self.retention_ms + 60_000;
+        let _: () = connected(&self.pool)?
+            .set(
+                self.keys.review_index(&rec.token_hash),
+                rec.id.to_string(),
+                Some(Expiration::PX(ttl_ms)),
+                None,
+                false,
+            )
+            .await
+            .map_err(map_err)?;
+        let out = self
+            .eval_ok(
+                "create",
+                &self.scripts.create,
+                vec![self.keys.record(rec.id), self.keys.audit(rec.id)],
+                vec![
+                    rec.expires_in_ms.to_string(),
+                    self.retention_ms.to_string(),
+                    rec.kind.as_str().into(),
+                    rec.tenant.to_string(),
+                    rec.spec_json.clone(),
+                    rec.token_hash.clone(),
+                    rec.token_salt.clone(),
+                    agent_actor(&rec.tenant),
+                ],
+            )
+            .await?;
+        Ok((
+            codec::int(out.first().and_then(|s| s.as_deref()))?,
+            codec::int(out.get(1).and_then(|s| s.as_deref()))?,
+        ))
+    }
+
+    /// The first request for an idempotency key, if it still exists.
+    async fn replay(
+        &self,
+        tenant: &Tenant,
+        idem_key: &str,
+        fingerprint: &str,
+    ) -> Result<Option<Created>> {
+        let v: Option<String> = connected(&self.pool)?
+            .get(idem_key)
+            .await
+            .map_err(map_err)?;
+        let Some(v) = v else { return Ok(None) };
+        let (id, fp) = v
+            .split_once('|')
+            .ok_or_else(|| Error::internal("bad idempotency entry"))?;
+        let id = ElicitationId::parse(id).ok_or_else(|| Error::internal("bad idempotency id"))?;
+        let (now, mut row) = self.load("replay", id, codec::REPLAY).await?;
+        if row.get("tenant") != Some(tenant.as_str()) {
+            return Ok(None);
+        }
+        if fp != fingerprint {
+            return Err(Error::invalid(
+                "idempotencyKey was already used for a different request",
+            ));
+        }
+        let expires_ms = row.int("expires_ms")?;
+        Ok(Some(Created {
+            id,
+            created_ms: row.int("created_ms")?,
+            expires_ms,
+            status: Status::effective(row.status()?, now, expires_ms),
+            token_hash: row.take("token_hash").unwrap_or_default(),
+            token_salt: row.take("token_salt").unwrap_or_default(),
+            replayed: true,
+        }))
+    }
+
+    async fn delete_record(&self, rec: &NewRecord) {
+        if let Ok(c) = connected(&self.pool) {
+            let _: std::result::Result<i64, _> = c
+                .del(vec![self.keys.record(rec.id), self.keys.audit(rec.id)])
+                .await;
+            let _: std::result::Result<i64, _> =
+                c.del(self.keys.review_index(&rec.token_hash)).await;
+        }
+    }
+}
+
+#[async_trait]
+impl Store for RedisStore {
+    async fn create(&self, rec: NewRecord) -> Result<Created> {
+        let idem_key = rec.idempotency.as_ref().map(|i| {
+            (
+                self.keys.idempotency(&rec.tenant, &i.key_hash),
+                i.fingerprint.clone(),
+            )
+        });
+        if let Some((key, fp)) = &idem_key {
+            if let Some(first) = self.replay(&rec.tenant, key, fp).await? {
+                return Ok(first);
+            }
+        }
+        // Order: review index, record, then the idempotency claim. A crash in between leaves at
+        // worst an orphan that expires by TTL; a claimed key always points at a full record.
+        let (created_ms, expires_ms) = self.create_record(&rec).await?;
+        if let Some((key, fp)) = &idem_key {
+            let ttl_ms = rec.expires_in_ms + self.retention_ms;
+            let claimed: Option<String> = connected(&self.pool)?
+                .set(
+                    key.clone(),
+                    format!("{}|{fp}", rec.id),
+                    Some(Expiration::PX(ttl_ms)),
+                    Some(SetOptions::NX),
+                    false,
+                )
+                .await
+                .map_err(map_err)?;
+            if claimed.is_none() {
+                // Another create with the same key won the race: withdraw ours, return theirs.
+                self.delete_record(&rec).await;
+                return self
+                    .replay(&rec.tenant, key, fp)
+                    .await?
+                    .ok_or_else(|| Error::internal("idempotency winner vanished"));
+            }
+        }
+        Ok(Created {
+            id: rec.id,
+            created_ms,
+            expires_ms,
+            token_hash: rec.token_hash,
+            token_salt: rec.token_salt,
+            status: Status::Pending,
+            replayed: false,
+        })
+    }
+
+    async fn status(&self, tenant: &Tenant, id: ElicitationId) -> Result<StatusView> {
+        let (now, row) = self.load("status", id, codec::STATUS).await?;
+        if row.get("tenant") != Some(tenant.as_str()) {
+            return Err(Error::NotFound);
+        }
+        let expires_ms = row.int("expires_ms")?;
+        Ok(StatusView {
+            id,
+            kind: row.kind()?,
+            status: Status::effective(row.status()?, now, expires_ms),
+            created_ms: row.int("created_ms")?,
+            expires_ms,
+            decided_ms: row.opt_int("decided_ms"),
+            now_ms: now,
+        })
+    }
+
+    async fn review(&self, token_hash: &str) -> Result<ReviewRecord> {
+        let id: Option<String> = connected(&self.pool)?
+            .get(self.keys.review_index(token_hash))
+            .await
+            .map_err(map_err)?;
+        let id = id
+            .as_deref()
+            .and_then(ElicitationId::parse)
+            .ok_or(Error::NotFound)?;
+        let (now, mut row) = self.load("review", id, codec::REVIEW).await?;
+        if !row.get("token_hash").is_some_and(|h| ct_eq(h, token_hash)) {
+            return Err(Error::NotFound);
+        }
+        let expires_ms = row.int("expires_ms")?;
+        Ok(ReviewRecord {
+            id,
+            status: Status::effective(row.status()?, now, expires_ms),
+            created_ms: row.int("created_ms")?,
+            expires_ms,
+            now_ms: now,
+            decided_ms: row.opt_int("decided_ms"),
+            spec_json: row
+                .take("spec")
+                .ok_or_else(|| Error::internal("record without spec"))?,
+            outcome_json: row.take("outcome"),
+        })
+    }
+
+    async fn decide(
+        &self,
+        id: ElicitationId,
+        token_hash: &str,
+        decision: Decision,
+        outcome_json: &str,
+    ) -> Result<DecideReply> {
+        let reply = self
+            .eval(
+                "decide",
+                &self.scripts.decide,
+                vec![self.keys.record(id), self.keys.audit(id)],
+                vec![
+                    token_hash.to_string(),
+                    decision.as_str().into(),
+                    outcome_json.to_string(),
+                    REVIEWER.into(),
+                ],
+            )
+            .await?;
+        let status = |v: &[Option<String>]| {
+            v.first()
+                .and_then(|s| s.as_deref())
+                .and_then(Status::parse)
+                .ok_or_else(|| Error::internal("bad decide reply"))
+        };
+        Ok(match reply {
+            Reply::Ok(v) => DecideReply::Recorded {
+                status: status(&v)?,
+                decided_ms: codec::int(v.get(1).and_then(|s| s.as_deref()))?,
+            },
+            Reply::No(mut v) => DecideReply::Refused {
+                status: status(&v)?,
+                decided_ms: v
+                    .get(2)
+                    .and_then(|s| s.as_deref())
+                    .and_then(|s| s.parse().ok()),
+                outcome_json: v.get_mut(1).and_then(Option::take),
+            },
+        })
+    }
+
+    async fn cancel(&self, tenant: &Tenant, id: ElicitationId) -> Result<bool> {
+        let out = self
+            .eval_ok(
+                "cancel",
+                &self.scripts.cancel,
+                vec![self.keys.record(id), self.keys.audit(id)],
+                vec![tenant.to_string(), agent_actor(tenant)],
+            )
+            .await?;
+        Ok(out.get(1).and_then(|s| s.as_deref()) == Some("1"))
+    }
+
+    async fn consume(&self, tenant: &Tenant, id: ElicitationId) -> Result<ResultRecord> {
+        let mut out = self
+            .eval_ok(
+                "consume",
+                &self.scripts.consume,
+                vec![self.keys.record(id), self.keys.audit(id)],
+                vec![tenant.to_string(), agent_actor(tenant)],
+            )
+            .await?
+            .into_iter();
+        let (outcome, decided, spec) = (out.next(), out.next(), out.next());
+        Ok(ResultRecord {
+            id,
+            outcome_json: outcome
+                .flatten()
+                .ok_or_else(|| Error::internal("decided record without outcome"))?,
+            decided_ms: codec::int(decided.flatten().as_deref())?,
+            spec_json: spec
+                .flatten()
+                .ok_or_else(|| Error::internal("record without spec"))?,
+        })
+    }
+
+    async fn audit(&self, tenant: &Tenant, id: ElicitationId) -> Result<Vec<AuditEvent>> {
+        let client = connected(&self.pool)?;
+        let p = client.pipeline();
+        let _: () = fred::interfaces::HashesInterface::hget(&p, self.keys.record(id), "tenant")
+            .await
+            .map_err(map_err)?;
+        let _: () = p
+            .lrange(self.keys.audit(id), 0, -1)
+            .await
+            .map_err(map_err)?;
+        let (owner, events): (Option<String>, Vec<String>) = p.all().await.map_err(map_err)?;
+        if owner.as_deref() != Some(tenant.as_str()) {
+            return Err(Error::NotFound);
+        }
+        events
+            .iter()
+            .map(|e| serde_json::from_str(e).map_err(Error::internal))
+            .collect()
+    }
+
+    async fn record_view(&self, id: ElicitationId, token_hash: &str) -> Result<()> {
+        self.eval_ok(
+            "view",
+            &self.scripts.view,
+            vec![self.keys.record(id), self.keys.audit(id)],
+            vec![
+                token_hash.to_string(),
+                REVIEWER.into(),
+                MAX_AUDIT_FOR_VIEWS.to_string(),
+            ],
+        )
+        .await?;
+        Ok(())
+    }
+
+    async fn ready(&self) -> Result<()> {
+        if !self.subscriber.is_connected() {
+            return Err(unavailable("redis subscriber is not connected"));
+        }
+        let v: String = self
+            .scripts
+            .ready
+            .evalsha_with_reload(
+                connected(&self.pool)?,
+                Vec::<String>::new(),
+                Vec::<String>::new(),
+            )
+            .await
+            .map_err(map_err)?;
+        if v == "ok" {
+            Ok(())
+        } else {
+            Err(Error::internal("ready script answered wrongly"))
+        }
+    }
+}
