@@ -9,10 +9,14 @@
 # Reports (JSON per run, summary.txt) go to $OUT (default /tmp/bench-out).
 set -uo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
-cargo build --release --locked -p elicitd -p elicitd-loadtest >&2
+# BIN=<dir with elicitd and elicitd-loadtest> benchmarks other binaries (e.g. a baseline build
+# of another commit); by default this workspace's release build.
+if [ -z "${BIN:-}" ]; then
+  cargo build --release --locked -p elicitd -p elicitd-loadtest >&2
+fi
 ulimit -n 65536 2>/dev/null || echo "warning: could not raise the open-file limit (await needs ~7000)" >&2
 source .ci/lib.sh
-BIN="$(target_dir)/release"
+BIN=${BIN:-"$(target_dir)/release"}
 OUT=${OUT:-/tmp/bench-out}; rm -rf "$OUT"; mkdir -p "$OUT"
 ROUNDS=${ROUNDS:-3}; DUR=${DUR:-8s}
 RP=36379; AP=38081; BP=38082; KEY=bench-key-0123456789abcdef

@@ -1,5 +1,5 @@
 -- read.lua: read fields of one or more records, with the Redis clock read first. Serves the
--- status, review and replay reads; the read batcher (src/store/read_batch.rs) sends the reads
+-- status, review and replay reads; the read batcher (src/store/redis/batch.rs) sends the reads
 -- that arrive together as one call.
 -- KEYS   record keys (all in one hash slot under Redis Cluster)
 -- ARGV   for each key in order: the number of fields n, then the n field names

@@ -82,8 +82,9 @@ pub struct Row {
     /// The review page's heading and line for this error, when the page shows it as an error
     /// page (the decision states `already_decided`, `canceled`, `expired` show the request).
     pub page: Option<(&'static str, &'static str)>,
-    /// Whether the client sees the error's own message (else a generic one; the log has it).
-    pub message_shown: bool,
+    /// What the client is told instead of the error's own message (server-side failures,
+    /// whose details only go to the log).
+    pub generic_message: Option<&'static str>,
 }
 
 const fn row(code: &'static str, http_status: u16, mcp_hint: &'static str) -> Row {
@@ -93,7 +94,7 @@ const fn row(code: &'static str, http_status: u16, mcp_hint: &'static str) -> Ro
         retry_after_secs: None,
         mcp_hint,
         page: None,
-        message_shown: true,
+        generic_message: None,
     }
 }
 
@@ -156,7 +157,7 @@ pub static TABLE: [Row; 12] = [
             "Temporarily unavailable",
             "The service cannot be reached right now. Please try again in a moment.",
         )),
-        message_shown: false,
+        generic_message: Some("storage is unavailable; retry shortly"),
         ..row(
             "unavailable",
             503,
@@ -168,7 +169,7 @@ pub static TABLE: [Row; 12] = [
             "Something went wrong",
             "Your decision could not be handled. Please try again later.",
         )),
-        message_shown: false,
+        generic_message: Some("internal error; the details are in the server log"),
         ..row("internal", 500, "")
     },
 ];
@@ -215,10 +216,9 @@ impl Error {
     /// What the client is told: the error's own message, or a generic one for server-side
     /// failures (whose source goes to the log, see [`Error::log`]).
     pub fn public_message(&self) -> Cow<'static, str> {
-        match self {
-            Error::Unavailable(_) => "storage is unavailable; retry shortly".into(),
-            Error::Internal(_) => "internal error; the details are in the server log".into(),
-            other => other.to_string().into(),
+        match self.row().generic_message {
+            Some(generic) => generic.into(),
+            None => self.to_string().into(),
         }
     }
 

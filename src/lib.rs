@@ -2,7 +2,7 @@
 //! edit a proposal) and keep working while they wait.
 //!
 //! # Layout
-//! Layers, each using only the ones above it (docs/architecture.md):
+//! Grouped by layer (docs/architecture.md; the rules are checked by `tests/it/architecture.rs`):
 //! - [`error`]: the one error type and the error table (codes, HTTP status, hints, wording).
 //! - [`model`]: ids, tenants, statuses, common field rules, the `requestedSchema` subset.
 //! - [`form`]: the review form, kind-neutral: controls to show, posted data to read.

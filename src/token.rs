@@ -1,6 +1,6 @@
 //! Secrets: random values, review tokens and their stored hashes.
 //!
-//! A review token is `base64url(HMAC-SHA256(secret, "review:" ‖ salt ‖ id))`: 256 bits that look
+//! A review token is `base64url(HMAC-SHA256(secret, "review:" ‖ salt ‖ ":" ‖ id))`: 256 bits that look
 //! random to anyone without `ELICITD_SECRET`, unrelated to the elicitation id. The record keeps
 //! only the random 128-bit `salt` and `sha256(token)`; the token itself is never stored or
 //! logged. Deriving it (instead of drawing it) is what lets an idempotent create return the same

@@ -1,4 +1,4 @@
-//! One integration test binary (DESIGN §6): a shared harness, then one module per area.
+//! One integration test binary: a shared harness, then one module per area (README, "Tests").
 
 mod harness;
 

@@ -1,5 +1,6 @@
-//! Waking parked `await` calls across replicas (DESIGN §4): fan-out, pub/sub loss, Redis
-//! restarts, client disconnects, the parked cap and graceful shutdown.
+//! Waking parked `await` calls across replicas (docs/architecture.md, "Waking `await` on any
+//! replica"): fan-out, pub/sub loss, Redis restarts, client disconnects, the parked cap and
+//! graceful shutdown.
 
 use std::{
     process::Command,

@@ -40,7 +40,9 @@
 //     ("servers implementing protocol revision 2026-07-28 MUST include
 //     resultType");
 //   - core/dist/schemas-*.mjs, the `*_META_KEY` constants;
-//   - /work/shared/notes/stack.md §1.3 (what rmcp 3.11 does on the server side).
+//   - on the server side, rmcp 3.11's `rmcp::model::ProtocolVersion` (the versions it
+//     negotiates, up to 2026-07-28) and its Streamable HTTP server (which requires
+//     `Mcp-Method` on 2026-07-28 requests).
 //
 // Output: one line per check ("ok   - ..." / "FAIL - ...") and a final line
 // "mcp-node <mode>: N passed, M failed". Exit code 0 only when M == 0.
