@@ -28,7 +28,10 @@ pub struct Cli {
     /// Address to bind.
     #[arg(long, env = "ELICITD_LISTEN", default_value = "127.0.0.1:8080")]
     pub listen: SocketAddr,
-    /// `redis://…` or `rediss://…`; unset runs on the in-memory store (one process only).
+    /// `redis://`, `rediss://` (TLS), `redis-cluster://host:port?node=host:port&…` or
+    /// `redis-sentinel://host:port?sentinelServiceName=NAME&node=host:port&…` (TLS:
+    /// `rediss-cluster://`, `rediss-sentinel://`; credentials as `user:password@`); unset runs
+    /// on the in-memory store (one process only).
     #[arg(long, env = "ELICITD_REDIS_URL", hide_env_values = true)]
     pub redis_url: Option<String>,
     /// Base of `reviewUrl` (scheme://host[:port][/path]); default `http://<listen>`.
@@ -93,6 +96,14 @@ pub struct Cli {
     /// Number of multiplexed Redis command connections (1–64).
     #[arg(long, env = "ELICITD_REDIS_POOL_SIZE", default_value_t = 4)]
     pub redis_pool_size: usize,
+    /// Replicas that must confirm every state change (create, decide, cancel, result) before it
+    /// is answered (Redis `WAIT`); 0 = answer once the primary has it. Past the timeout the
+    /// answer is 503 `unavailable`.
+    #[arg(long, env = "ELICITD_REDIS_REPLICA_ACKS", default_value_t = 0)]
+    pub redis_replica_acks: u32,
+    /// How long to wait for those replica confirmations, in milliseconds (1–10000).
+    #[arg(long, env = "ELICITD_REDIS_REPLICA_TIMEOUT_MS", default_value_t = 500)]
+    pub redis_replica_timeout_ms: u64,
 }
 
 /// What to run (default: the HTTP server).
@@ -125,6 +136,8 @@ pub struct Config {
     pub max_parked_awaits: usize,
     pub max_body_bytes: usize,
     pub redis_pool_size: usize,
+    pub redis_replica_acks: u32,
+    pub redis_replica_timeout: Duration,
     pub metrics_listen: Option<SocketAddr>,
     pub create_rate_per_sec: u32,
     pub review_failures_per_min: u32,
@@ -214,15 +227,13 @@ impl Config {
             return Err(bad("ELICITD_REDIS_POOL_SIZE must be 1–64"));
         }
         if let Some(url) = &cli.redis_url {
-            if !(url.starts_with("redis://")
-                || url.starts_with("rediss://")
-                || url.starts_with("redis-cluster://")
-                || url.starts_with("redis-sentinel://"))
-            {
-                return Err(bad(
-                    "ELICITD_REDIS_URL must start with redis:// or rediss://",
-                ));
-            }
+            check_redis_url(url)?;
+        }
+        if cli.redis_replica_acks > 16 {
+            return Err(bad("ELICITD_REDIS_REPLICA_ACKS must be 0–16"));
+        }
+        if !(1..=10_000).contains(&cli.redis_replica_timeout_ms) {
+            return Err(bad("ELICITD_REDIS_REPLICA_TIMEOUT_MS must be 1–10000"));
         }
         let secret = match cli.secret {
             Some(s) if s.len() >= 32 => s.into_bytes(),
@@ -245,6 +256,8 @@ impl Config {
             max_parked_awaits: cli.max_parked_awaits,
             max_body_bytes: cli.max_body_bytes,
             redis_pool_size: cli.redis_pool_size,
+            redis_replica_acks: cli.redis_replica_acks,
+            redis_replica_timeout: Duration::from_millis(cli.redis_replica_timeout_ms),
             metrics_listen: cli.metrics_listen,
             create_rate_per_sec: cli.create_rate_per_sec,
             review_failures_per_min: cli.review_failures_per_min,
@@ -302,6 +315,31 @@ fn allowed_hosts(extra: Option<&str>, public_url: &str, listen: SocketAddr) -> V
     hosts.sort();
     hosts.dedup();
     hosts
+}
+
+/// The schemes `ELICITD_REDIS_URL` accepts (fred's URL grammar for each).
+const REDIS_SCHEMES: [&str; 6] = [
+    "redis",
+    "rediss",
+    "redis-cluster",
+    "rediss-cluster",
+    "redis-sentinel",
+    "rediss-sentinel",
+];
+
+/// A Redis URL fred can use, of one of [`REDIS_SCHEMES`] (the message never repeats the URL:
+/// it may hold a password).
+fn check_redis_url(url: &str) -> Result<(), ConfigError> {
+    let scheme = url.split_once("://").map(|(s, _)| s).unwrap_or_default();
+    if !REDIS_SCHEMES.contains(&scheme) {
+        return Err(bad(format!(
+            "ELICITD_REDIS_URL must start with one of {}",
+            REDIS_SCHEMES.map(|s| format!("{s}://")).join(", ")
+        )));
+    }
+    fred::types::config::Config::from_url(url)
+        .map(|_| ())
+        .map_err(|e| bad(format!("ELICITD_REDIS_URL is not usable: {}", e.details())))
 }
 
 fn parse_api_keys(list: &str) -> Result<HashMap<String, Tenant>, ConfigError> {
@@ -362,11 +400,37 @@ mod tests {
             &["--await-window-secs", "0"],
             &["--secret", "short"],
             &["--redis-url", "http://x"],
+            &["--redis-url", "valkey://x"],
+            &["--redis-url", "redis-sentinel://127.0.0.1:26379"],
+            &["--redis-replica-acks", "17"],
+            &["--redis-replica-timeout-ms", "0"],
             &["--public-url", "ftp://x"],
             &["--key-prefix", "has space"],
         ] {
             assert!(Config::from_cli(cli(args)).is_err(), "{args:?} accepted");
         }
+    }
+
+    #[test]
+    fn every_redis_url_form_is_accepted() {
+        for url in [
+            "redis://127.0.0.1:6379",
+            "redis://:pw@127.0.0.1:6379/2",
+            "rediss://user:pw@redis.example:6380",
+            "redis-cluster://127.0.0.1:7000?node=127.0.0.1:7001&node=127.0.0.1:7002",
+            "rediss-cluster://:pw@10.0.0.1:7000",
+            "redis-sentinel://127.0.0.1:26379?sentinelServiceName=mymaster&node=127.0.0.1:26380",
+            "rediss-sentinel://u:p@s1:26379/0?sentinelServiceName=m&sentinelPassword=x",
+        ] {
+            assert!(
+                Config::from_cli(cli(&["--redis-url", url])).is_ok(),
+                "{url} refused"
+            );
+        }
+        let e = Config::from_cli(cli(&["--redis-url", "redis-sentinel://:secret@h:1"]))
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("sentinel") && !e.contains("secret"), "{e}");
     }
 
     #[test]

@@ -51,6 +51,8 @@ pub async fn build(config: Config) -> Result<Service, Box<dyn std::error::Error 
                     pool_size: config.redis_pool_size,
                     retention: config.retention,
                     command_timeout: Duration::from_millis(1500),
+                    replica_acks: config.redis_replica_acks,
+                    replica_timeout: config.redis_replica_timeout,
                 },
                 hub.clone(),
             )

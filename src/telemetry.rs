@@ -115,6 +115,14 @@ fn describe() {
         "Reconnects of the Redis pub/sub connection."
     );
     describe_counter!(
+        "elicitd_pubsub_rehomed_total",
+        "Shard subscriptions moved to a new owner after a Cluster slot moved."
+    );
+    describe_counter!(
+        "elicitd_replica_wait_failures_total",
+        "State changes answered 503 because replicas did not confirm them in time, by operation."
+    );
+    describe_counter!(
         "elicitd_redis_errors_total",
         "Redis command failures, by operation and class (unavailable, internal)."
     );

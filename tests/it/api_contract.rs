@@ -5,11 +5,11 @@ use std::time::{Duration, Instant};
 use serde_json::json;
 
 use crate::{
-    both_stores,
+    every_store,
     harness::{Fixture, StoreKind},
 };
 
-both_stores!(
+every_store!(
     approval_json_lifecycle,
     approval_form_validates_and_records_nothing_on_invalid_input,
     selection_multi_and_decline,

@@ -3,11 +3,11 @@
 use serde_json::json;
 
 use crate::{
-    both_stores,
+    every_store,
     harness::{Api, Fixture, StoreKind},
 };
 
-both_stores!(
+every_store!(
     auth_is_required,
     malformed_bodies_are_clean_4xx,
     field_and_body_limits

@@ -3,11 +3,11 @@
 use serde_json::json;
 
 use crate::{
-    both_stores,
+    every_store,
     harness::{Fixture, StoreKind},
 };
 
-both_stores!(one_winner_per_race);
+every_store!(one_winner_per_race);
 
 async fn one_winner_per_race(kind: StoreKind) {
     let f = Fixture::new(kind, 2).await;

@@ -11,6 +11,7 @@ use std::{
 
 pub mod browser;
 pub mod prereq;
+pub mod topology;
 
 use elicitd::{config::Config, server, service::Service};
 use serde_json::{json, Value};
@@ -39,12 +40,40 @@ pub fn free_port() -> u16 {
         .expect("a free port")
 }
 
-/// A `redis-server` owned by one test; killed on drop.
+/// Spawn `cmd` from one thread that lives as long as the test process. `PR_SET_PDEATHSIG`
+/// fires when the *thread* that forked the child exits, and test threads (and tokio's
+/// blocking-pool threads, after 10 s idle) come and go.
+fn spawn_for_life(cmd: Command) -> std::io::Result<Child> {
+    use std::sync::{mpsc, Mutex, OnceLock};
+    type Job = (Command, mpsc::Sender<std::io::Result<Child>>);
+    static SPAWNER: OnceLock<Mutex<mpsc::Sender<Job>>> = OnceLock::new();
+    let tx = SPAWNER.get_or_init(|| {
+        let (tx, rx) = mpsc::channel::<Job>();
+        std::thread::spawn(move || {
+            for (mut cmd, reply) in rx {
+                let _ = reply.send(cmd.spawn());
+            }
+        });
+        Mutex::new(tx)
+    });
+    let (reply, answer) = mpsc::channel();
+    tx.lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .send((cmd, reply))
+        .map_err(std::io::Error::other)?;
+    answer.recv().map_err(std::io::Error::other)?
+}
+
+/// A `redis-server` owned by one test (or one shared topology); killed on drop, and with the
+/// test process (`PR_SET_PDEATHSIG`, see [`spawn_for_life`]), so a failed or aborted run
+/// leaves nothing behind.
 pub struct RedisServer {
     pub port: u16,
     dir: tempfile::TempDir,
-    child: Option<Child>,
+    child: std::sync::Mutex<Option<Child>>,
     aof: bool,
+    /// More `redis-server` arguments (cluster mode, replication, a config file for Sentinel).
+    extra: Vec<String>,
 }
 
 impl RedisServer {
@@ -55,31 +84,50 @@ impl RedisServer {
 
     /// Start with AOF (`appendfsync always`) so a SIGKILL + restart keeps every write.
     pub fn start_with(aof: bool) -> Self {
+        Self::start_on(free_port(), aof, Vec::new())
+    }
+
+    /// Start on `port` with `extra` arguments.
+    pub fn start_on(port: u16, aof: bool, extra: Vec<String>) -> Self {
         let dir = tempfile::tempdir().expect("temp dir");
-        let mut s = RedisServer {
-            port: free_port(),
+        let s = RedisServer {
+            port,
             dir,
-            child: None,
+            child: std::sync::Mutex::new(None),
             aof,
+            extra,
         };
         s.spawn();
         s
     }
 
-    fn spawn(&mut self) {
+    fn spawn(&self) {
+        use std::os::unix::process::CommandExt;
         let bin = find_redis_server(&std::env::var("PATH").unwrap_or_default())
             .unwrap_or_else(|e| panic!("{e}"));
         let mut cmd = Command::new(bin);
-        cmd.arg("--port")
+        // A config file (an absolute path, e.g. a Sentinel's) must come first.
+        let (positional, flags): (Vec<&String>, Vec<&String>) =
+            self.extra.iter().partition(|a| a.starts_with('/'));
+        cmd.args(positional)
+            .arg("--port")
             .arg(self.port.to_string())
             .args(["--bind", "127.0.0.1", "--save", "", "--daemonize", "no"])
             .arg("--dir")
             .arg(self.dir.path())
             .args(["--appendonly", if self.aof { "yes" } else { "no" }])
             .args(["--appendfsync", "always"])
+            .args(flags)
             .stdout(Stdio::null())
             .stderr(Stdio::null());
-        self.child = Some(cmd.spawn().expect("spawn redis-server"));
+        // SAFETY: prctl is async-signal-safe; nothing else runs between fork and exec.
+        unsafe {
+            cmd.pre_exec(|| {
+                libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
+                Ok(())
+            });
+        }
+        *self.child.lock().unwrap() = Some(spawn_for_life(cmd).expect("spawn redis-server"));
         let deadline = Instant::now() + Duration::from_secs(10);
         while self.cli(&["PING"]).as_deref() != Some("PONG") {
             assert!(
@@ -93,6 +141,11 @@ impl RedisServer {
 
     pub fn url(&self) -> String {
         format!("redis://127.0.0.1:{}", self.port)
+    }
+
+    /// `host:port`.
+    pub fn addr(&self) -> String {
+        format!("127.0.0.1:{}", self.port)
     }
 
     /// Run one command with `redis-cli`; `None` if it failed to connect.
@@ -110,16 +163,38 @@ impl RedisServer {
         Some(s.trim_matches('"').to_string())
     }
 
+    /// One `INFO` field (e.g. `role`, `master_link_status`), if the server answers.
+    pub fn info(&self, field: &str) -> Option<String> {
+        let info = self.cli(&["INFO"])?;
+        info.lines().find_map(|l| {
+            l.trim()
+                .strip_prefix(&format!("{field}:"))
+                .map(str::to_string)
+        })
+    }
+
     /// SIGKILL the server (no shutdown save).
-    pub fn kill(&mut self) {
-        if let Some(mut c) = self.child.take() {
+    pub fn kill(&self) {
+        let child = self.child.lock().unwrap_or_else(|p| p.into_inner()).take();
+        if let Some(mut c) = child {
             let _ = c.kill();
             let _ = c.wait();
         }
     }
 
-    /// Start again on the same port and directory (AOF reloads the data).
-    pub fn restart(&mut self) {
+    /// Freeze (`SIGSTOP`) or thaw (`SIGCONT`) the process: a server that stops answering
+    /// without closing its sockets.
+    pub fn freeze(&self, frozen: bool) {
+        if let Some(c) = &*self.child.lock().unwrap_or_else(|p| p.into_inner()) {
+            let sig = if frozen { libc::SIGSTOP } else { libc::SIGCONT };
+            // SAFETY: signalling our own child by pid.
+            unsafe { libc::kill(c.id() as libc::pid_t, sig) };
+        }
+    }
+
+    /// Start again on the same port and directory (AOF reloads the data; a cluster node keeps
+    /// its `nodes.conf`).
+    pub fn restart(&self) {
         self.kill();
         self.spawn();
     }
@@ -127,6 +202,7 @@ impl RedisServer {
 
 impl Drop for RedisServer {
     fn drop(&mut self) {
+        self.freeze(false);
         self.kill();
     }
 }
@@ -164,11 +240,32 @@ pub async fn spawn_binary(redis: &RedisServer, extra: &[(&str, &str)], logs: boo
     (child, api)
 }
 
-/// Which store an app runs on.
+/// Which store (and Redis topology) an app runs on.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum StoreKind {
     Memory,
+    /// One `redis-server` of the test's own.
     Redis,
+    /// Three primaries with a replica each ([`topology::RedisCluster`]).
+    Cluster,
+    /// A primary, two replicas and three Sentinels ([`topology::RedisSentinel`]).
+    Sentinel,
+}
+
+/// The Redis a fixture runs on: its own, or the process-wide shared one of its kind.
+pub enum Held {
+    Own(topology::Topology),
+    Shared(&'static topology::Topology),
+}
+
+impl std::ops::Deref for Held {
+    type Target = topology::Topology;
+    fn deref(&self) -> &topology::Topology {
+        match self {
+            Held::Own(t) => t,
+            Held::Shared(t) => t,
+        }
+    }
 }
 
 /// A test configuration: two tenants, fast deadlines allowed.
@@ -237,32 +334,79 @@ impl Drop for App {
 /// Replicas on one store (and the Redis they share, if any).
 pub struct Fixture {
     pub apps: Vec<App>,
+    /// The standalone server of a `StoreKind::Redis` fixture.
     pub redis: Option<RedisServer>,
+    /// The Cluster or Sentinel group of such a fixture.
+    pub topo: Option<Held>,
     pub prefix: String,
 }
 
 impl Fixture {
-    /// `n` replicas on `kind`. Memory fixtures have exactly one replica (one process).
+    /// `n` replicas on `kind`. Memory fixtures have exactly one replica (one process). Cluster
+    /// and Sentinel fixtures share one topology per test process (isolated by key prefix).
     pub async fn new(kind: StoreKind, n: usize) -> Fixture {
+        Self::build(kind, n, false, |_| {}).await
+    }
+
+    /// Like [`new`](Self::new), but on a topology of the fixture's own (tests that count
+    /// connections, kill or freeze nodes, or move slots), with `configure` applied to every
+    /// replica's config.
+    pub async fn own(kind: StoreKind, n: usize, configure: impl Fn(&mut Config)) -> Fixture {
+        Self::build(kind, n, true, configure).await
+    }
+
+    async fn build(
+        kind: StoreKind,
+        n: usize,
+        own: bool,
+        configure: impl Fn(&mut Config),
+    ) -> Fixture {
         let prefix = format!("t{}", rand_suffix());
-        match kind {
-            StoreKind::Memory => Fixture {
-                apps: vec![App::start(test_config(None, &prefix)).await],
-                redis: None,
-                prefix,
-            },
-            StoreKind::Redis => {
-                let redis = RedisServer::start();
-                let mut apps = Vec::new();
-                for _ in 0..n {
-                    apps.push(App::start(test_config(Some(redis.url()), &prefix)).await);
-                }
-                Fixture {
-                    apps,
-                    redis: Some(redis),
-                    prefix,
-                }
+        let (redis, topo) = match kind {
+            StoreKind::Memory => (None, None),
+            StoreKind::Redis => (Some(RedisServer::start()), None),
+            StoreKind::Cluster | StoreKind::Sentinel => {
+                let cluster = kind == StoreKind::Cluster;
+                let held = if own {
+                    let t = tokio::task::spawn_blocking(move || topology::Topology::start(cluster))
+                        .await
+                        .expect("start topology");
+                    Held::Own(t)
+                } else {
+                    Held::Shared(
+                        tokio::task::spawn_blocking(move || topology::shared(cluster))
+                            .await
+                            .expect("shared topology"),
+                    )
+                };
+                (None, Some(held))
             }
+        };
+        let url = redis
+            .as_ref()
+            .map(RedisServer::url)
+            .or_else(|| topo.as_ref().map(|t| t.url()));
+        let n = if kind == StoreKind::Memory { 1 } else { n };
+        let mut apps = Vec::new();
+        for _ in 0..n {
+            let mut config = test_config(url.clone(), &prefix);
+            configure(&mut config);
+            apps.push(App::start(config).await);
+        }
+        Fixture {
+            apps,
+            redis,
+            topo,
+            prefix,
+        }
+    }
+
+    /// Every Redis data node (not Sentinels) of this fixture.
+    pub fn data_nodes(&self) -> Vec<&RedisServer> {
+        match (&self.redis, &self.topo) {
+            (Some(r), _) => vec![r],
+            (None, Some(t)) => t.data_nodes(),
+            (None, None) => Vec::new(),
         }
     }
 
@@ -457,20 +601,34 @@ impl Api {
     }
 }
 
-/// Instantiate async test fns `fn(StoreKind)` once per store.
+/// Instantiate async test fns `fn(StoreKind)` once per store and Redis topology: memory,
+/// standalone Redis, Redis Cluster, Redis Sentinel — one suite, every topology.
 #[macro_export]
-macro_rules! both_stores {
+macro_rules! every_store {
     ($($name:ident),* $(,)?) => {
-        mod on_memory {
+        $crate::on_stores!(on_memory, Memory, $($name),*);
+        $crate::every_redis!($($name),*);
+    };
+}
+
+/// Instantiate async test fns `fn(StoreKind)` once per Redis topology.
+#[macro_export]
+macro_rules! every_redis {
+    ($($name:ident),* $(,)?) => {
+        $crate::on_stores!(on_redis, Redis, $($name),*);
+        $crate::on_stores!(on_cluster, Cluster, $($name),*);
+        $crate::on_stores!(on_sentinel, Sentinel, $($name),*);
+    };
+}
+
+#[doc(hidden)]
+#[macro_export]
+macro_rules! on_stores {
+    ($module:ident, $kind:ident, $($name:ident),*) => {
+        mod $module {
             $(
                 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-                async fn $name() { super::$name($crate::harness::StoreKind::Memory).await }
-            )*
-        }
-        mod on_redis {
-            $(
-                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-                async fn $name() { super::$name($crate::harness::StoreKind::Redis).await }
+                async fn $name() { super::$name($crate::harness::StoreKind::$kind).await }
             )*
         }
     };

@@ -15,4 +15,5 @@ mod redis_store;
 mod review_browser;
 mod review_escaping;
 mod review_page;
+mod topology_drills;
 mod wake;

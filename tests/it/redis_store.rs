@@ -7,7 +7,7 @@ use serde_json::json;
 
 use elicitd::model::{Status, Tenant};
 
-use crate::harness::{Fixture, StoreKind};
+use crate::harness::{Fixture, RedisServer, StoreKind};
 
 fn commandstats(info: &str) -> Vec<(String, u64)> {
     info.lines()
@@ -336,5 +336,94 @@ async fn a_page_post_reads_the_request_once() {
         (calls(&s, "get"), calls(&s, "evalsha")),
         (0, 1),
         "only decide.lua ran: {s:?}"
+    );
+}
+
+/// fred re-sends a command whose reply was lost (reconnect, failover). A decide that already
+/// ran must then answer as recorded — not tell the reviewer someone else decided. decide.lua
+/// keeps the attempt's nonce for that; another attempt is refused as before.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_re_sent_decide_answers_recorded_not_already_decided() {
+    let f = Fixture::new(StoreKind::Redis, 1).await;
+    let redis = f.redis.as_ref().unwrap();
+    let api = f.acme();
+    let c = api.approval().await;
+    let record = format!("{}:e:{{{}}}", f.prefix, c.id);
+    let hash = redis
+        .cli(&["--raw", "HGET", &record, "token_hash"])
+        .expect("token hash");
+    let script = include_str!("../../lua/decide.lua");
+    let run = |nonce: &str| {
+        redis
+            .cli(&[
+                "--raw",
+                "EVAL",
+                script,
+                "2",
+                &record,
+                &format!("{record}:audit"),
+                &hash,
+                "submitted",
+                r#"{"decision":"submitted"}"#,
+                "reviewer",
+                nonce,
+            ])
+            .expect("eval")
+    };
+    let first = run("attempt-1");
+    assert!(first.starts_with("ok\nsubmitted\n"), "{first}");
+    // The same attempt again (a re-send): recorded, with the same time; nothing written twice.
+    let again = run("attempt-1");
+    assert_eq!(again, first, "a re-send is answered as recorded");
+    // Another attempt: refused with the state.
+    let other = run("attempt-2");
+    assert!(other.starts_with("no\nsubmitted\n"), "{other}");
+    let audit = api.audit(&c.id).await;
+    let decided = audit.body["events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["type"] == "decided")
+        .count();
+    assert_eq!(decided, 1);
+}
+
+/// A Redis that may evict keys or keeps nothing on disk loses decisions: the replica says so
+/// at start, in its log.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn startup_warns_about_eviction_and_missing_persistence() {
+    use std::io::Read;
+    let redis = RedisServer::start();
+    redis.cli(&["CONFIG", "SET", "maxmemory-policy", "allkeys-lru"]);
+    let (mut child, _api) = crate::harness::spawn_binary(&redis, &[], true).await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let _ = child.kill();
+    let mut log = String::new();
+    child
+        .stderr
+        .take()
+        .unwrap()
+        .read_to_string(&mut log)
+        .unwrap();
+    let _ = child.wait();
+    assert!(log.contains("maxmemory-policy is not noeviction"), "{log}");
+    assert!(log.contains("\"policy\":\"allkeys-lru\""), "{log}");
+    assert!(log.contains("persistence is off"), "{log}");
+    // A server configured for durability gets no warning.
+    let durable = RedisServer::start_with(true);
+    let (mut child, _api) = crate::harness::spawn_binary(&durable, &[], true).await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let _ = child.kill();
+    let mut log = String::new();
+    child
+        .stderr
+        .take()
+        .unwrap()
+        .read_to_string(&mut log)
+        .unwrap();
+    let _ = child.wait();
+    assert!(
+        !log.contains("maxmemory-policy") && !log.contains("persistence is off"),
+        "{log}"
     );
 }

@@ -9,11 +9,11 @@ use scraper::{Html, Selector};
 use serde_json::{json, Value};
 
 use crate::{
-    both_stores,
+    every_store,
     harness::{Api, Fixture, StoreKind},
 };
 
-both_stores!(
+every_store!(
     get_is_side_effect_free_but_for_a_viewed_event,
     posts_need_a_valid_form_token,
     cross_site_posts_are_refused,

@@ -9,7 +9,15 @@ use std::{
 
 use serde_json::json;
 
-use crate::harness::{spawn_binary, test_config, App, Fixture, RedisServer, StoreKind, ACME_KEY};
+use crate::{
+    every_redis,
+    harness::{spawn_binary, test_config, App, Fixture, RedisServer, StoreKind, ACME_KEY},
+};
+
+every_redis!(
+    hundreds_of_awaits_on_two_replicas_wake_on_decisions_from_the_other,
+    awaits_survive_killed_pubsub_connections
+);
 
 /// Wait until `cond` holds (polling), or fail with `what`.
 async fn eventually(what: &str, timeout: Duration, mut cond: impl FnMut() -> bool) {
@@ -20,25 +28,33 @@ async fn eventually(what: &str, timeout: Duration, mut cond: impl FnMut() -> boo
     }
 }
 
-fn connected_clients(redis: &RedisServer) -> u64 {
-    let info = redis.cli(&["INFO", "clients"]).unwrap_or_default();
-    info.lines()
-        .find_map(|l| l.trim().strip_prefix("connected_clients:"))
-        .and_then(|v| v.trim().parse().ok())
-        .unwrap_or(0)
+/// Client connections across every data node (replication links excluded).
+fn connected_clients(f: &Fixture) -> u64 {
+    f.data_nodes()
+        .iter()
+        .map(|n| {
+            let clients: u64 = n
+                .info("connected_clients")
+                .and_then(|v| v.trim().parse().ok())
+                .unwrap_or(0);
+            let replicas: u64 = n
+                .info("connected_slaves")
+                .and_then(|v| v.trim().parse().ok())
+                .unwrap_or(0);
+            clients - replicas.min(clients)
+        })
+        .sum()
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn hundreds_of_awaits_on_two_replicas_wake_on_decisions_from_the_other() {
-    let f = Fixture::new(StoreKind::Redis, 2).await;
-    let redis = f.redis.as_ref().unwrap();
+async fn hundreds_of_awaits_on_two_replicas_wake_on_decisions_from_the_other(kind: StoreKind) {
+    let f = Fixture::own(kind, 2, |_| {}).await;
     let (a, b) = (f.acme(), f.other());
     let n = 150;
     let mut items = Vec::new();
     for _ in 0..n {
         items.push(a.approval().await);
     }
-    let clients_before = connected_clients(redis);
+    let clients_before = connected_clients(&f);
     let mut waits = Vec::new();
     for (i, c) in items.iter().enumerate() {
         for api in [&a, &b] {
@@ -60,7 +76,7 @@ async fn hundreds_of_awaits_on_two_replicas_wake_on_decisions_from_the_other() {
     .await;
     // O(1) Redis connections per replica, whatever the number of waiters.
     assert_eq!(
-        connected_clients(redis),
+        connected_clients(&f),
         clients_before,
         "parking opened Redis connections"
     );
@@ -107,10 +123,8 @@ async fn hundreds_of_awaits_on_two_replicas_wake_on_decisions_from_the_other() {
     .await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn awaits_survive_a_killed_pubsub_connection() {
-    let f = Fixture::new(StoreKind::Redis, 2).await;
-    let redis = f.redis.as_ref().unwrap();
+async fn awaits_survive_killed_pubsub_connections(kind: StoreKind) {
+    let f = Fixture::own(kind, 2, |_| {}).await;
     let (a, b) = (f.acme(), f.other());
     let items = [a.approval().await, a.approval().await, a.approval().await];
     let mut waits = Vec::new();
@@ -124,8 +138,13 @@ async fn awaits_survive_a_killed_pubsub_connection() {
         hub.parked_awaits() == 3
     })
     .await;
-    let killed = redis.cli(&["CLIENT", "KILL", "TYPE", "pubsub"]).unwrap();
-    assert_ne!(killed, "0", "no pubsub client was killed");
+    let killed: u64 = f
+        .data_nodes()
+        .iter()
+        .filter_map(|n| n.cli(&["CLIENT", "KILL", "TYPE", "pubsub"]))
+        .filter_map(|k| k.parse::<u64>().ok())
+        .sum();
+    assert_ne!(killed, 0, "no pubsub client was killed");
     tokio::time::sleep(Duration::from_millis(1500)).await;
     let t = Instant::now();
     for c in &items {
@@ -143,7 +162,7 @@ async fn awaits_survive_a_killed_pubsub_connection() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn awaits_survive_a_redis_crash_and_restart_with_aof() {
-    let mut redis = RedisServer::start_with(true);
+    let redis = RedisServer::start_with(true);
     let prefix = "crash";
     let a = App::start(test_config(Some(redis.url()), prefix)).await;
     let b = App::start(test_config(Some(redis.url()), prefix)).await;

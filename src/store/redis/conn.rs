@@ -13,8 +13,28 @@ use fred::{
 use super::RedisSettings;
 use crate::error::Error;
 
-/// A Redis failure as our error: connection trouble, timeouts, cluster moves and
-/// `LOADING`/`BUSY`/`TRYAGAIN`/`CLUSTERDOWN` are `unavailable` (503, retry); the rest internal.
+/// Redis error codes (and fred's own retry-exhaustion messages) that mean "not now": a node
+/// loading, busy, failing over, a slot moving, a demoted primary, a connection replaced
+/// mid-command. A retry can succeed, so they are `unavailable`, never `internal`.
+const TRANSIENT: [&str; 13] = [
+    "LOADING",
+    "BUSY",
+    "TRYAGAIN",
+    "CLUSTERDOWN",
+    "MASTERDOWN",
+    "READONLY",
+    "NOREPLICAS",
+    "UNBLOCKED",
+    "Too many failed write attempts",
+    "Max redirections exceeded",
+    "Max attempts exceeded",
+    "Missing expected connection",
+    "Failed to route command",
+];
+
+/// A Redis failure as our error: connection trouble, timeouts, cluster moves and the
+/// [`TRANSIENT`] codes are `unavailable` (503, retry); the rest internal. (A script's error
+/// carries the code of the command that failed inside it, hence "contains".)
 pub(super) fn map_err(e: RedisError) -> Error {
     match e.kind() {
         ErrorKind::IO
@@ -23,13 +43,39 @@ pub(super) fn map_err(e: RedisError) -> Error {
         | ErrorKind::Backpressure
         | ErrorKind::Routing
         | ErrorKind::Cluster => Error::Unavailable(Box::new(e)),
-        _ if ["LOADING", "BUSY", "TRYAGAIN", "CLUSTERDOWN"]
-            .iter()
-            .any(|p| e.details().starts_with(p)) =>
-        {
-            Error::Unavailable(Box::new(e))
-        }
+        _ if TRANSIENT.iter().any(|c| e.details().contains(c)) => Error::Unavailable(Box::new(e)),
         _ => Error::Internal(Box::new(e)),
+    }
+}
+
+/// Warn at start when the server would lose decisions: keys evicted under memory pressure
+/// (`maxmemory-policy` other than `noeviction`) or no persistence at all. Servers that forbid
+/// `CONFIG` (managed Redis) are skipped quietly. In a Cluster one node is asked.
+pub(super) async fn warn_about_server_settings(pool: &Pool) {
+    use fred::interfaces::ConfigInterface;
+    let Ok(c) = connected(pool) else { return };
+    let get = |name: &'static str| async move {
+        c.config_get::<Vec<String>, _>(name)
+            .await
+            .ok()
+            .and_then(|v| v.get(1).cloned())
+    };
+    if let Some(policy) = get("maxmemory-policy").await {
+        if policy != "noeviction" {
+            tracing::warn!(
+                %policy,
+                "Redis maxmemory-policy is not noeviction: under memory pressure Redis may evict \
+                 pending requests and decisions; set maxmemory-policy noeviction"
+            );
+        }
+    }
+    if let (Some(aof), Some(save)) = (get("appendonly").await, get("save").await) {
+        if aof == "no" && save.trim().is_empty() {
+            tracing::warn!(
+                "Redis persistence is off (appendonly no, no save points): a Redis restart \
+                 loses every request and decision; enable appendonly yes"
+            );
+        }
     }
 }
 

@@ -24,9 +24,9 @@ use std::{sync::Arc, time::Duration};
 
 use async_trait::async_trait;
 use fred::{
-    clients::Pool,
+    clients::{Client, Pool},
     error::Error as RedisError,
-    interfaces::{ClientLike, KeysInterface, ListInterface},
+    interfaces::{ClientInterface, ClientLike, KeysInterface, ListInterface},
     types::{scripts::Script, Expiration, SetOptions},
 };
 use tokio::time::Instant;
@@ -82,11 +82,19 @@ pub struct RedisSettings {
     pub retention: Duration,
     /// Per-command timeout; also bounds how long a call waits on a dead server.
     pub command_timeout: Duration,
+    /// Replicas that must confirm each state change (`WAIT`); 0 = none.
+    pub replica_acks: u32,
+    /// How long to wait for them.
+    pub replica_timeout: Duration,
 }
 
 /// The Redis-backed store.
 pub struct RedisStore {
+    /// Reads (and writes, when no replica confirmations are asked for).
     pool: Pool,
+    /// Writes followed by `WAIT` (when `replica_acks > 0`), on their own connections so a
+    /// slow confirmation never holds up the status reads queued behind it.
+    durable: Option<Durable>,
     subscriber: Arc<Subscriber>,
     keys: Keys,
     scripts: Scripts,
@@ -103,19 +111,35 @@ impl RedisStore {
         hub: Arc<Hub>,
     ) -> std::result::Result<Arc<Self>, RedisError> {
         let (pool, sub) = conn::build(&s)?;
+        let writers = match s.replica_acks {
+            0 => None,
+            _ => Some(conn::build(&s)?.0),
+        };
         pool.connect_pool();
         sub.connect();
+        if let Some(w) = &writers {
+            w.connect_pool();
+        }
         let _ = tokio::time::timeout(Duration::from_secs(5), async {
             let _ = pool.wait_for_connect().await;
             let _ = sub.wait_for_connect().await;
+            if let Some(w) = &writers {
+                let _ = w.wait_for_connect().await;
+            }
         })
         .await;
+        conn::warn_about_server_settings(&pool).await;
         let keys = Keys::new(&s.prefix);
         let subscriber = Subscriber::new(sub, keys.clone());
-        subscriber.spawn_feeder(&hub);
+        subscriber.spawn_tasks(&hub);
         hub.set_backend(subscriber.clone());
         Ok(Arc::new(RedisStore {
             reads: ReadBatcher::spawn(pool.clone()),
+            durable: writers.map(|pool| Durable {
+                pool,
+                acks: s.replica_acks,
+                timeout: s.replica_timeout,
+            }),
             pool,
             subscriber,
             keys,
@@ -124,6 +148,13 @@ impl RedisStore {
         }))
     }
 
+    /// The client for a state change: a writer when replicas must confirm it.
+    fn writer(&self) -> Result<&Client> {
+        connected(self.durable.as_ref().map_or(&self.pool, |d| &d.pool))
+    }
+
+    /// Run a transition script; when replicas must confirm, `WAIT` for them on the same
+    /// connection before answering (only after a script that changed something).
     async fn eval(
         &self,
         op: &'static str,
@@ -131,16 +162,14 @@ impl RedisStore {
         keys: Vec<String>,
         args: Vec<String>,
     ) -> Result<Reply> {
-        let started = Instant::now();
-        let reply: Result<Vec<Option<String>>> = match connected(&self.pool) {
-            Ok(c) => script
-                .evalsha_with_reload(c, keys, args)
-                .await
-                .map_err(map_err),
-            Err(e) => Err(e),
-        };
-        record_store_op(op, started, &reply);
-        codec::reply(reply?)
+        let client = self.writer()?;
+        let before = client.connection_ids();
+        let slot_key = keys.first().cloned().unwrap_or_default();
+        let reply = eval_on(op, client, script, keys, args).await?;
+        if let (Some(d), Reply::Ok(_)) = (&self.durable, &reply) {
+            d.confirm(op, client, &before, &[&slot_key]).await?;
+        }
+        Ok(reply)
     }
 
     /// [`eval`](Self::eval) of a script that never refuses with `no`.
@@ -175,9 +204,10 @@ impl RedisStore {
         Ok((now, Row::new(&fields, values)?))
     }
 
-    async fn create_record(&self, rec: &NewRecord) -> Result<(i64, i64)> {
+    /// The index and the record, written on `client` (the caller confirms them).
+    async fn create_record(&self, client: &Client, rec: &NewRecord) -> Result<(i64, i64)> {
         let ttl_ms = rec.expires_in_ms + self.retention_ms + 60_000;
-        let _: () = connected(&self.pool)?
+        let _: () = client
             .set(
                 self.keys.review_index(&rec.token_hash),
                 rec.id.to_string(),
@@ -187,23 +217,27 @@ impl RedisStore {
             )
             .await
             .map_err(map_err)?;
-        let out = self
-            .eval_ok(
-                "create",
-                &self.scripts.create,
-                vec![self.keys.record(rec.id), self.keys.audit(rec.id)],
-                vec![
-                    rec.expires_in_ms.to_string(),
-                    self.retention_ms.to_string(),
-                    rec.kind.as_str().into(),
-                    rec.tenant.to_string(),
-                    rec.spec_json.clone(),
-                    rec.token_hash.clone(),
-                    rec.token_salt.clone(),
-                    agent_actor(&rec.tenant),
-                ],
-            )
-            .await?;
+        let out = match eval_on(
+            "create",
+            client,
+            &self.scripts.create,
+            vec![self.keys.record(rec.id), self.keys.audit(rec.id)],
+            vec![
+                rec.expires_in_ms.to_string(),
+                self.retention_ms.to_string(),
+                rec.kind.as_str().into(),
+                rec.tenant.to_string(),
+                rec.spec_json.clone(),
+                rec.token_hash.clone(),
+                rec.token_salt.clone(),
+                agent_actor(&rec.tenant),
+            ],
+        )
+        .await?
+        {
+            Reply::Ok(v) => v,
+            Reply::No(_) => return Err(Error::internal("create answered with a refusal")),
+        };
         Ok((
             codec::int(out.first().and_then(|s| s.as_deref()))?,
             codec::int(out.get(1).and_then(|s| s.as_deref()))?,
@@ -248,13 +282,108 @@ impl RedisStore {
     }
 
     async fn delete_record(&self, rec: &NewRecord) {
-        if let Ok(c) = connected(&self.pool) {
+        if let Ok(c) = self.writer() {
             let _: std::result::Result<i64, _> = c
                 .del(vec![self.keys.record(rec.id), self.keys.audit(rec.id)])
                 .await;
             let _: std::result::Result<i64, _> =
                 c.del(self.keys.review_index(&rec.token_hash)).await;
         }
+    }
+}
+
+/// Run `script` on `client` (reloading it on `NOSCRIPT`) and decode its reply.
+async fn eval_on(
+    op: &'static str,
+    client: &Client,
+    script: &Script,
+    keys: Vec<String>,
+    args: Vec<String>,
+) -> Result<Reply> {
+    let started = Instant::now();
+    let reply: Result<Vec<Option<String>>> = script
+        .evalsha_with_reload(client, keys, args)
+        .await
+        .map_err(map_err);
+    record_store_op(op, started, &reply);
+    codec::reply(reply?)
+}
+
+/// Replica confirmation of writes (`ELICITD_REDIS_REPLICA_ACKS`).
+struct Durable {
+    pool: Pool,
+    acks: u32,
+    timeout: Duration,
+}
+
+impl Durable {
+    /// `WAIT` until `acks` replicas have every write this connection made, on each node that
+    /// holds one of `keys`. `before` is the connection ids read before the writes: a
+    /// reconnect in between means the writes' fate is unknown, so that is `unavailable` too.
+    async fn confirm(
+        &self,
+        op: &'static str,
+        client: &Client,
+        before: &std::collections::HashMap<fred::types::config::Server, i64>,
+        keys: &[&str],
+    ) -> Result<()> {
+        use fred::{
+            interfaces::{ClusterInterface, ServerInterface},
+            types::config::{Options, Server},
+            util::redis_keyslot,
+        };
+        let started = Instant::now();
+        // Where to WAIT: each node holding a written key (Cluster), or the one connection.
+        let mut nodes: Vec<Option<Server>> = Vec::new();
+        if client.is_clustered() {
+            let state = client.cached_cluster_state();
+            for k in keys {
+                let slot = redis_keyslot(k.as_bytes());
+                let node = state
+                    .as_ref()
+                    .and_then(|s| s.get_server(slot))
+                    .cloned()
+                    .ok_or_else(|| conn::unavailable("no cluster node for a written slot"))?;
+                if !nodes.contains(&Some(node.clone())) {
+                    nodes.push(Some(node));
+                }
+            }
+        } else {
+            nodes.push(None);
+        }
+        let timeout_ms = self.timeout.as_millis() as i64;
+        let result: Result<()> = async {
+            for cluster_node in nodes {
+                let opts = Options {
+                    cluster_node,
+                    max_attempts: Some(1),
+                    timeout: Some(self.timeout + Duration::from_secs(1)),
+                    ..Default::default()
+                };
+                let acked: i64 = client
+                    .with_options(&opts)
+                    .wait(self.acks as i64, timeout_ms)
+                    .await
+                    .map_err(map_err)?;
+                if acked < self.acks as i64 {
+                    return Err(conn::unavailable(
+                        "the replicas did not confirm the write in time",
+                    ));
+                }
+            }
+            if &client.connection_ids() != before {
+                return Err(conn::unavailable(
+                    "the connection was replaced before the replicas confirmed the write",
+                ));
+            }
+            Ok(())
+        }
+        .await;
+        record_store_op("replica_wait", started, &result);
+        if result.is_err() {
+            metrics::counter!("elicitd_replica_wait_failures_total", "op" => op).increment(1);
+        }
+        result
     }
 }
 
@@ -274,10 +403,13 @@ impl Store for RedisStore {
         }
         // Order: review index, record, then the idempotency claim. A crash in between leaves at
         // worst an orphan that expires by TTL; a claimed key always points at a full record.
-        let (created_ms, expires_ms) = self.create_record(&rec).await?;
+        // All on one connection, so one WAIT per node confirms them all.
+        let client = self.writer()?;
+        let before = client.connection_ids();
+        let (created_ms, expires_ms) = self.create_record(client, &rec).await?;
         if let Some((key, fp)) = &idem_key {
             let ttl_ms = rec.expires_in_ms + self.retention_ms;
-            let claimed: Option<String> = connected(&self.pool)?
+            let claimed: Option<String> = client
                 .set(
                     key.clone(),
                     format!("{}|{fp}", rec.id),
@@ -295,6 +427,17 @@ impl Store for RedisStore {
                     .await?
                     .ok_or_else(|| Error::internal("idempotency winner vanished"));
             }
+        }
+        if let Some(d) = &self.durable {
+            let (index, record) = (
+                self.keys.review_index(&rec.token_hash),
+                self.keys.record(rec.id),
+            );
+            let mut written = vec![index.as_str(), record.as_str()];
+            if let Some((key, _)) = &idem_key {
+                written.push(key);
+            }
+            d.confirm("create", client, &before, &written).await?;
         }
         Ok(Created {
             id: rec.id,
@@ -369,6 +512,7 @@ impl Store for RedisStore {
                     decision.as_str().into(),
                     outcome_json.to_string(),
                     REVIEWER.into(),
+                    crate::token::random_b64(12),
                 ],
             )
             .await?;

@@ -1,15 +1,32 @@
-//! The pub/sub side of the Redis store: one subscriber connection per replica that
-//! `SSUBSCRIBE`s the record channel of every id with local waiters (on behalf of the waiter
-//! hub), and a feeder task that turns messages into wake-ups.
+//! The pub/sub side of the Redis store: one subscriber client per replica that `SSUBSCRIBE`s
+//! the record channel of every id with local waiters (on behalf of the waiter hub), a feeder
+//! task that turns messages into wake-ups, and — on a Cluster — a keeper that follows channels
+//! when their slot moves.
 //!
-//! Messages are hints (Redis pub/sub is at-most-once): after a reconnect, or when the receiver
-//! lagged, the feeder re-subscribes everything and wakes every local waiter to re-read.
+//! Messages are hints (Redis pub/sub is at-most-once), so every way a subscription can silently
+//! stop delivering ends in a re-subscribe *and* a wake-up of the affected waiters, which re-read:
+//! - a reconnect (or a lagged receiver): re-subscribe everything, wake everyone;
+//! - a slot moved to another primary (reshard, failover): Redis pushes `sunsubscribe` for its
+//!   shard channels, which fred 10.1 drops without telling anyone. The keeper refreshes the
+//!   cluster's slot map every [`KEEPER_PERIOD`] (and at once when fred reports a topology
+//!   change), re-subscribes each channel whose slot has a new owner, and wakes its waiters. A
+//!   decision published in between is therefore seen within about one period, not one await
+//!   window.
+//!
+//! fred quirks avoided here: one channel per `SSUBSCRIBE` (fred matches only the first
+//! confirmation of a multi-channel call, so later replies on that connection go astray), and no
+//! `resubscribe_all` (it sends an empty `SUBSCRIBE` first, whose error aborts the rest).
 
-use std::sync::Arc;
+use std::{
+    collections::HashMap,
+    sync::{Arc, Mutex},
+    time::Duration,
+};
 
 use fred::{
     clients::SubscriberClient,
-    interfaces::{ClientLike, EventInterface, PubsubInterface},
+    interfaces::{ClientLike, ClusterInterface, EventInterface, PubsubInterface},
+    types::config::Server,
     util::redis_keyslot,
 };
 
@@ -23,24 +40,65 @@ use crate::{
     wake::{BoxFuture, Hub, SubscriptionBackend},
 };
 
-/// The subscriber connection and the key names its channels follow.
+/// How often the Cluster keeper refreshes the slot map (the bound on a missed wake-up after a
+/// slot moves).
+pub(super) const KEEPER_PERIOD: Duration = Duration::from_millis(500);
+
+/// The subscriber client and what it is subscribed to.
 pub(super) struct Subscriber {
     client: SubscriberClient,
     keys: Keys,
+    /// Every subscribed id → the primary it was subscribed on (`None` outside a Cluster, or
+    /// while unknown).
+    homes: Mutex<HashMap<ElicitationId, Option<Server>>>,
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
 impl Subscriber {
     pub(super) fn new(client: SubscriberClient, keys: Keys) -> Arc<Self> {
-        Arc::new(Subscriber { client, keys })
+        Arc::new(Subscriber {
+            client,
+            keys,
+            homes: Mutex::new(HashMap::new()),
+        })
     }
 
     pub(super) fn is_connected(&self) -> bool {
         self.client.is_connected()
     }
 
-    /// Forward pub/sub messages to `hub`; on reconnect or lag, wake everyone to re-read. The
-    /// task holds the hub weakly and ends with it.
-    pub(super) fn spawn_feeder(self: &Arc<Self>, hub: &Arc<Hub>) {
+    /// The primary that serves `channel`'s slot, by the client's cached slot map.
+    fn owner(&self, channel: &str) -> Option<Server> {
+        if !self.client.is_clustered() {
+            return None;
+        }
+        let slot = redis_keyslot(channel.as_bytes());
+        self.client
+            .cached_cluster_state()
+            .and_then(|s| s.get_server(slot).cloned())
+    }
+
+    /// `SSUBSCRIBE` one id's channel and remember where.
+    async fn subscribe_one(&self, id: ElicitationId) -> Result<()> {
+        let ch = self.keys.record(id);
+        self.client.ssubscribe(ch.as_str()).await.map_err(map_err)?;
+        lock(&self.homes).insert(id, self.owner(&ch));
+        Ok(())
+    }
+
+    /// Start the feeder and, on a Cluster, the keeper. Both hold the hub weakly and end with it.
+    pub(super) fn spawn_tasks(self: &Arc<Self>, hub: &Arc<Hub>) {
+        self.spawn_feeder(hub);
+        if self.client.is_clustered() {
+            self.spawn_keeper(hub);
+        }
+    }
+
+    /// Forward pub/sub messages to `hub`; on reconnect or lag, re-subscribe and wake everyone.
+    fn spawn_feeder(self: &Arc<Self>, hub: &Arc<Hub>) {
         let mut messages = self.client.message_rx();
         let mut reconnects = self.client.reconnect_rx();
         let this = self.clone();
@@ -67,7 +125,7 @@ impl Subscriber {
                         Ok(_) | Err(RecvError::Lagged(_)) => {
                             tracing::info!("pub/sub reconnected; resubscribing and waking all waiters");
                             metrics::counter!("elicitd_pubsub_reconnects_total").increment(1);
-                            this.resubscribe().await;
+                            this.resubscribe_all().await;
                             let Some(hub) = weak.upgrade() else { return };
                             hub.wake_all();
                         }
@@ -78,38 +136,100 @@ impl Subscriber {
         });
     }
 
-    /// Re-issue every tracked shard subscription, one `SSUBSCRIBE` per hash slot. (fred's
-    /// `resubscribe_all` starts with a plain `SUBSCRIBE` of the tracked channels, which fails
-    /// when there are none and then skips the shard channels.)
-    async fn resubscribe(&self) {
-        let mut by_slot: std::collections::BTreeMap<u16, Vec<String>> = Default::default();
-        for ch in self.client.tracked_shard_channels() {
-            let ch = ch.to_string();
-            by_slot
-                .entry(redis_keyslot(ch.as_bytes()))
-                .or_default()
-                .push(ch);
-        }
-        for (_, channels) in by_slot {
-            if let Err(e) = self.client.ssubscribe(channels).await {
+    /// Re-issue every subscription, one channel per call.
+    async fn resubscribe_all(&self) {
+        let ids: Vec<ElicitationId> = lock(&self.homes).keys().copied().collect();
+        for id in ids {
+            if let Err(e) = self.subscribe_one(id).await {
                 tracing::warn!(error = %e, "resubscribe failed; waiters fall back to their timers");
             }
+        }
+    }
+
+    /// Cluster only: follow channels whose slot moved (see the module docs).
+    fn spawn_keeper(self: &Arc<Self>, hub: &Arc<Hub>) {
+        let mut changes = self.client.cluster_change_rx();
+        let this = self.clone();
+        let weak = Arc::downgrade(hub);
+        tokio::spawn(async move {
+            let mut tick = tokio::time::interval(KEEPER_PERIOD);
+            tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            loop {
+                tokio::select! {
+                    _ = tick.tick() => {
+                        if this.homes_is_empty() {
+                            continue;
+                        }
+                        // CLUSTER SLOTS on fred's side channel; a change also lands in `changes`.
+                        if let Err(e) = this.client.sync_cluster().await {
+                            tracing::debug!(error = %e, "cluster slot map refresh failed");
+                        }
+                    }
+                    c = changes.recv() => {
+                        if matches!(c, Err(tokio::sync::broadcast::error::RecvError::Closed)) {
+                            return;
+                        }
+                    }
+                }
+                let Some(hub) = weak.upgrade() else { return };
+                this.rehome(&hub).await;
+            }
+        });
+    }
+
+    fn homes_is_empty(&self) -> bool {
+        lock(&self.homes).is_empty()
+    }
+
+    /// Re-subscribe every channel whose slot's owner changed, then wake its waiters (a
+    /// decision may have been published on the new owner before we listened there).
+    async fn rehome(&self, hub: &Hub) {
+        let moved: Vec<ElicitationId> = lock(&self.homes)
+            .iter()
+            .filter(|(id, home)| {
+                let now = self.owner(&self.keys.record(**id));
+                now.is_some() && now != **home
+            })
+            .map(|(id, _)| *id)
+            .collect();
+        if moved.is_empty() {
+            return;
+        }
+        tracing::info!(
+            channels = moved.len(),
+            "cluster slots moved; resubscribing on the new owners"
+        );
+        metrics::counter!("elicitd_pubsub_rehomed_total").increment(moved.len() as u64);
+        for id in moved {
+            if !lock(&self.homes).contains_key(&id) {
+                continue; // its last waiter left meanwhile
+            }
+            if let Err(e) = self.subscribe_one(id).await {
+                tracing::warn!(error = %e, "resubscribe on the new owner failed; retrying next round");
+                // Forget the home so the next round tries again.
+                if let Some(h) = lock(&self.homes).get_mut(&id) {
+                    *h = None;
+                }
+            }
+            hub.wake(id);
         }
     }
 }
 
 impl SubscriptionBackend for Subscriber {
     fn subscribe(&self, id: ElicitationId) -> BoxFuture<'_, Result<()>> {
-        let ch = self.keys.record(id);
         Box::pin(async move {
             if !self.client.is_connected() {
                 return Err(unavailable("redis subscriber is not connected"));
             }
-            self.client.ssubscribe(ch).await.map_err(map_err)
+            self.subscribe_one(id).await
         })
     }
     fn unsubscribe(&self, id: ElicitationId) -> BoxFuture<'_, Result<()>> {
         let ch = self.keys.record(id);
-        Box::pin(async move { self.client.sunsubscribe(ch).await.map_err(map_err) })
+        Box::pin(async move {
+            lock(&self.homes).remove(&id);
+            self.client.sunsubscribe(ch).await.map_err(map_err)
+        })
     }
 }
