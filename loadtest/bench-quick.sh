@@ -20,13 +20,15 @@ BIN=${BIN:-"$(target_dir)/release"}
 OUT=${OUT:-/tmp/bench-out}; rm -rf "$OUT"; mkdir -p "$OUT"
 ROUNDS=${ROUNDS:-3}; DUR=${DUR:-8s}
 RP=36379; AP=38081; BP=38082; KEY=bench-key-0123456789abcdef
+# A previous run's server may still be exiting: wait for the port.
+for _ in $(seq 100); do redis-cli -p $RP ping >/dev/null 2>&1 || break; sleep 0.1; done
 redis-server --port $RP --bind 127.0.0.1 --save '' --appendonly no --maxclients 50000 --dir "$OUT" --daemonize no > "$OUT/redis.log" 2>&1 &
 RPID=$!
 sleep 0.5
 start() { ELICITD_LISTEN=127.0.0.1:$1 ELICITD_REDIS_URL=redis://127.0.0.1:$RP ELICITD_API_KEYS="bench:$KEY" ELICITD_SECRET=bench-secret-bench-secret-bench-secret \
   ELICITD_CREATE_RATE_PER_SEC=0 ELICITD_MAX_PARKED_AWAITS=20000 ELICITD_LOG_FORMAT=json RUST_LOG=warn $BIN/elicitd > "$OUT/replica-$1.log" 2>&1 & echo $!; }
 APID=$(start $AP); BPID=$(start $BP)
-trap 'kill $APID $BPID $RPID 2>/dev/null' EXIT
+trap 'kill $APID $BPID $RPID 2>/dev/null; wait $APID $BPID $RPID 2>/dev/null' EXIT
 for p in $AP $BP; do for _ in $(seq 100); do curl -sf http://127.0.0.1:$p/readyz >/dev/null && break; sleep 0.1; done; done
 LT="$BIN/elicitd-loadtest"
 A=http://127.0.0.1:$AP; B=http://127.0.0.1:$BP

@@ -154,7 +154,7 @@ Rendering fails with an explanation for anything else.
 {{- else if $r.url }}
 {{- print "url" }}
 {{- else }}
-{{- fail "\n\nelicitd needs a shared Redis: replicas keep no state of their own, and the in-memory store is single-process only. Set one of:\n  --set redis.url=redis://my-redis:6379        (external Redis; rediss:// for TLS)\n  --set existingSecret=my-secret               (a Secret holding ELICITD_REDIS_URL, ELICITD_API_KEYS, ELICITD_SECRET)\n  --set redis.embedded.enabled=true            (a single-node Redis StatefulSet from this chart)\nFor a throw-away single-replica demo: --set replicaCount=1 --set redis.inMemory=true" }}
+{{- fail "\n\nelicitd needs a shared Redis: replicas keep no state of their own, and the in-memory store is single-process only. Set one of:\n  --set redis.url=redis://my-redis:6379        (external Redis; rediss:// for TLS, redis-cluster:// and redis-sentinel:// too)\n  --set existingSecret=my-secret               (a Secret holding ELICITD_REDIS_URL, ELICITD_API_KEYS, ELICITD_SECRET)\n  --set redis.embedded.enabled=true            (a single-node Redis StatefulSet from this chart)\nFor a throw-away single-replica demo: --set replicaCount=1 --set redis.inMemory=true" }}
 {{- end }}
 {{- end }}
 
@@ -163,7 +163,10 @@ Checks across values that the JSON schema cannot express. Included by the Deploy
 render runs them.
 */}}
 {{- define "elicitd.validate" -}}
-{{- $_ := include "elicitd.redisMode" . }}
+{{- $mode := include "elicitd.redisMode" . }}
+{{- if and (eq $mode "embedded") (gt (int .Values.config.redisReplicaAcks) 0) }}
+{{- fail (printf "config.redisReplicaAcks is %d, but the embedded Redis is a single node without replicas: every create, decision and cancel would answer 503. Keep it 0 with redis.embedded.enabled, or use a Redis with replicas (Sentinel or Cluster) via redis.url." (int .Values.config.redisReplicaAcks)) }}
+{{- end }}
 {{- if and .Values.existingSecret (or .Values.apiKeys .Values.secret) }}
 {{- fail "apiKeys and secret are ignored when existingSecret is set: put ELICITD_API_KEYS and ELICITD_SECRET into that Secret instead, and unset them here." }}
 {{- end }}
