@@ -1,8 +1,10 @@
 -- consume.lua: read the outcome, submitted|declined -> consumed (repeat reads allowed).
 -- KEYS[1] record hash (also the shard channel)   KEYS[2] audit list
--- ARGV[1] tenant   ARGV[2] actor
+-- ARGV[1] tenant   ARGV[2] actor   ARGV[3] most audit entries to append a "fetched" event to
 -- Returns {"ok", outcome JSON, decided_ms, spec JSON} or {"err", code}: not_found, not_decided,
--- canceled, expired. Every successful call appends a "fetched" audit event.
+-- canceled, expired. Every successful call counts in the record's `fetches` and appends a
+-- "fetched" audit event while the audit list is shorter than ARGV[3] (so an agent reading a
+-- result in a loop cannot grow the record without bound).
 -- Clock: Redis TIME. Publishes "consumed" on KEYS[1] (SPUBLISH) on the first read.
 local f = redis.call('HMGET', KEYS[1], 'status', 'expires_ms', 'tenant', 'outcome',
   'decided_ms', 'spec')
@@ -26,6 +28,9 @@ if st ~= 'consumed' then
   redis.call('HSET', KEYS[1], 'status', 'consumed')
   redis.call('SPUBLISH', KEYS[1], 'consumed')
 end
-redis.call('RPUSH', KEYS[2], '{"type":"fetched","at":' .. nows .. ',"actor":' ..
-  cjson.encode(ARGV[2]) .. '}')
+redis.call('HINCRBY', KEYS[1], 'fetches', 1)
+if redis.call('LLEN', KEYS[2]) < tonumber(ARGV[3]) then
+  redis.call('RPUSH', KEYS[2], '{"type":"fetched","at":' .. nows .. ',"actor":' ..
+    cjson.encode(ARGV[2]) .. '}')
+end
 return {'ok', f[4], f[5], f[6]}

@@ -73,6 +73,11 @@ pub struct Cli {
     /// 127.0.0.1 and ::1 are always allowed; add the names clients use (Service, Ingress).
     #[arg(long, env = "ELICITD_MCP_ALLOWED_HOSTS")]
     pub mcp_allowed_hosts: Option<String>,
+    /// Browser origins allowed to call `/mcp` (comma-separated `scheme://host[:port]`); the
+    /// public URL's origin always is. Requests without an `Origin` header (server-side MCP
+    /// clients) are not affected; any other `Origin` is refused (403).
+    #[arg(long, env = "ELICITD_MCP_ALLOWED_ORIGINS")]
+    pub mcp_allowed_origins: Option<String>,
     /// Creates per second per tenant on this replica (burst: twice that); 0 = unlimited.
     #[arg(long, env = "ELICITD_CREATE_RATE_PER_SEC", default_value_t = 500)]
     pub create_rate_per_sec: u32,
@@ -147,6 +152,8 @@ pub struct Config {
     pub trust_forwarded_for: bool,
     /// Hosts `/mcp` accepts (see the flag).
     pub mcp_allowed_hosts: Vec<String>,
+    /// Browser origins `/mcp` accepts besides the public URL's (see the flag).
+    pub mcp_allowed_origins: Vec<String>,
     /// Set when the key was generated at start (printed once by `main`).
     pub generated_key: Option<String>,
     /// Smallest `expiresInSeconds` accepted (SPEC: 10). Not a flag: tests lower it to exercise
@@ -242,6 +249,7 @@ impl Config {
         };
         let mcp_allowed_hosts =
             allowed_hosts(cli.mcp_allowed_hosts.as_deref(), &public_url, cli.listen);
+        let mcp_allowed_origins = allowed_origins(cli.mcp_allowed_origins.as_deref());
         Ok(Config {
             listen: cli.listen,
             redis_url: cli.redis_url,
@@ -266,6 +274,7 @@ impl Config {
             body_timeout: Duration::from_secs(cli.body_timeout_secs),
             trust_forwarded_for: cli.trust_forwarded_for,
             mcp_allowed_hosts,
+            mcp_allowed_origins,
             generated_key,
             min_expires_secs: crate::model::rules::MIN_EXPIRES_SECS,
         })
@@ -284,6 +293,38 @@ impl Config {
         // Defaults are valid by construction (covered by a unit test).
         Config::from_cli(cli).expect("default config is valid")
     }
+}
+
+/// `scheme://host[:port]` of an absolute http(s) URL, lower-cased, default port dropped.
+pub fn origin_of(url: &str) -> Option<String> {
+    let (scheme, rest) = url.split_once("://")?;
+    let scheme = scheme.to_ascii_lowercase();
+    let default_port = match scheme.as_str() {
+        "http" => ":80",
+        "https" => ":443",
+        _ => return None,
+    };
+    let authority = rest.split(['/', '?', '#']).next()?;
+    // Drop credentials (never expected, but they are not part of an origin).
+    let host = authority.rsplit('@').next()?.to_ascii_lowercase();
+    if host.is_empty() {
+        return None;
+    }
+    let host = host.strip_suffix(default_port).unwrap_or(&host);
+    Some(format!("{scheme}://{host}"))
+}
+
+fn allowed_origins(extra: Option<&str>) -> Vec<String> {
+    let mut origins: Vec<String> = Vec::new();
+    origins.extend(
+        extra
+            .unwrap_or_default()
+            .split(',')
+            .filter_map(|o| origin_of(o.trim())),
+    );
+    origins.sort();
+    origins.dedup();
+    origins
 }
 
 fn allowed_hosts(extra: Option<&str>, public_url: &str, listen: SocketAddr) -> Vec<String> {

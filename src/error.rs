@@ -42,6 +42,9 @@ pub enum Error {
     },
     #[error("missing or invalid API key")]
     Unauthorized,
+    /// The caller may not do this from where it is (e.g. a browser `Origin` on `/mcp`).
+    #[error("{0}")]
+    Forbidden(String),
     /// Unknown id, malformed id, another tenant's id or an unknown review token.
     #[error("no such elicitation")]
     NotFound,
@@ -99,7 +102,7 @@ const fn row(code: &'static str, http_status: u16, mcp_hint: &'static str) -> Ro
 }
 
 /// The error table (SPEC §5). Order matches [`Error`].
-pub static TABLE: [Row; 12] = [
+pub static TABLE: [Row; 13] = [
     row(
         "invalid_request",
         400,
@@ -107,6 +110,11 @@ pub static TABLE: [Row; 12] = [
     ),
     row("invalid_request", 422, "fix the values and send them again"),
     row("unauthorized", 401, "check the API key"),
+    row(
+        "forbidden",
+        403,
+        "call from a server-side client (no browser Origin) or an allowed origin",
+    ),
     Row {
         page: Some((
             "Link not valid",
@@ -181,15 +189,16 @@ impl Error {
             Error::InvalidRequest { .. } => 0,
             Error::InvalidDecision { .. } => 1,
             Error::Unauthorized => 2,
-            Error::NotFound => 3,
-            Error::NotDecided => 4,
-            Error::AlreadyDecided => 5,
-            Error::Canceled => 6,
-            Error::Expired => 7,
-            Error::PayloadTooLarge(_) => 8,
-            Error::RateLimited { .. } => 9,
-            Error::Unavailable(_) => 10,
-            Error::Internal(_) => 11,
+            Error::Forbidden(_) => 3,
+            Error::NotFound => 4,
+            Error::NotDecided => 5,
+            Error::AlreadyDecided => 6,
+            Error::Canceled => 7,
+            Error::Expired => 8,
+            Error::PayloadTooLarge(_) => 9,
+            Error::RateLimited { .. } => 10,
+            Error::Unavailable(_) => 11,
+            Error::Internal(_) => 12,
         }]
     }
 
@@ -298,6 +307,26 @@ fn summary(details: &[FieldError]) -> String {
 
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
+/// A request body that did not arrive within its total deadline (`ELICITD_BODY_TIMEOUT_SECS`);
+/// the server fails the body with it, the adapters answer 400 and the connection is closed.
+#[derive(Debug, thiserror::Error)]
+#[error("the request body did not arrive within {0} s")]
+pub struct BodyTimedOut(pub u64);
+
+impl BodyTimedOut {
+    /// Whether `e` (or an error it wraps) is a body timeout.
+    pub fn is_in(e: &(dyn std::error::Error + 'static)) -> bool {
+        let mut cur = Some(e);
+        while let Some(err) = cur {
+            if err.is::<BodyTimedOut>() {
+                return true;
+            }
+            cur = err.source();
+        }
+        false
+    }
+}
+
 /// The HTTP form of an error (REST routes, and `/mcp` before the MCP layer): the status, the
 /// SPEC §5 body `{"error": {code, message, details?}}` (a generic message for server-side
 /// failures, which are logged here), `Retry-After` and, on 401, `WWW-Authenticate`.
@@ -335,6 +364,7 @@ mod tests {
             Error::invalid("x"),
             Error::invalid_decision(vec![]),
             Error::Unauthorized,
+            Error::Forbidden("x".into()),
             Error::NotFound,
             Error::NotDecided,
             Error::AlreadyDecided,
@@ -357,7 +387,7 @@ mod tests {
         let statuses: Vec<u16> = errors.iter().map(Error::http_status).collect();
         assert_eq!(
             statuses,
-            [400, 422, 401, 404, 409, 409, 409, 410, 413, 429, 503, 500]
+            [400, 422, 401, 403, 404, 409, 409, 409, 410, 413, 429, 503, 500]
         );
     }
 

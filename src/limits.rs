@@ -5,8 +5,11 @@
 //!
 //! Review tokens carry 256 bits, so guessing is hopeless anyway; the brake makes trying
 //! expensive and visible (`elicitd_review_token_failures_total`): past `failures_per_min`
-//! unknown tokens from one address within a minute, that address gets `rate_limited` on every
-//! review route for a minute, valid token or not.
+//! unknown tokens from one address within a minute, that address is braked for a minute —
+//! its review requests are then looked up at most [`BRAKED_LOOKUPS_PER_SEC`] per second and
+//! refused (`rate_limited`) beyond that. A braked address is throttled, not locked out: many
+//! reviewers share one NAT address, and a valid link must keep working for them while someone
+//! behind the same address mistypes (or scans) links.
 
 use std::{
     collections::HashMap,
@@ -27,11 +30,15 @@ pub struct ClientAddr(pub IpAddr);
 /// How long an address stays braked after too many wrong review tokens.
 const BRAKE: Duration = Duration::from_secs(60);
 
+/// Review lookups a braked address still gets per second (burst: twice that).
+pub const BRAKED_LOOKUPS_PER_SEC: u32 = 2;
+
 /// Per-replica limiters.
 pub struct Limits {
     create: Option<DefaultKeyedRateLimiter<Tenant>>,
     review_failures: Option<DefaultKeyedRateLimiter<IpAddr>>,
     braked: Mutex<HashMap<IpAddr, Instant>>,
+    braked_lookups: DefaultKeyedRateLimiter<IpAddr>,
 }
 
 impl Limits {
@@ -46,6 +53,14 @@ impl Limits {
             review_failures: NonZeroU32::new(review_failures_per_min)
                 .map(|n| RateLimiter::keyed(Quota::per_minute(n))),
             braked: Mutex::new(HashMap::new()),
+            braked_lookups: RateLimiter::keyed(
+                Quota::per_second(
+                    NonZeroU32::new(BRAKED_LOOKUPS_PER_SEC).unwrap_or(NonZeroU32::MIN),
+                )
+                .allow_burst(
+                    NonZeroU32::new(BRAKED_LOOKUPS_PER_SEC * 2).unwrap_or(NonZeroU32::MIN),
+                ),
+            ),
         }
     }
 
@@ -60,15 +75,22 @@ impl Limits {
         }
     }
 
-    /// Refuse review routes for a braked address.
+    /// Throttle review lookups from a braked address (see module docs).
     pub fn check_review(&self, client: Option<IpAddr>) -> Result<(), Error> {
         let Some(ip) = client else { return Ok(()) };
         let mut braked = self.lock();
         match braked.get(&ip) {
-            Some(until) if *until > Instant::now() => Err(Error::rate_limited(
-                "too many invalid review links from this address; wait a minute",
-                BRAKE.as_secs() as u32,
-            )),
+            Some(until) if *until > Instant::now() => {
+                drop(braked);
+                if self.braked_lookups.check_key(&ip).is_ok() {
+                    Ok(())
+                } else {
+                    Err(Error::rate_limited(
+                        "too many invalid review links from this address; slow down",
+                        1,
+                    ))
+                }
+            }
             Some(_) => {
                 braked.remove(&ip);
                 Ok(())
@@ -93,6 +115,7 @@ impl Limits {
         }
         if l.len() > 100_000 {
             l.retain_recent();
+            self.braked_lookups.retain_recent();
         }
     }
 
@@ -127,6 +150,9 @@ mod tests {
             assert!(l.check_review(Some(ip)).is_ok());
         }
         l.review_failed(Some(ip));
+        // Braked: still a few lookups a second (a valid link keeps working), then refused.
+        let allowed = (0..20).filter(|_| l.check_review(Some(ip)).is_ok()).count();
+        assert_eq!(allowed, (BRAKED_LOOKUPS_PER_SEC * 2) as usize, "the burst");
         assert_eq!(l.check_review(Some(ip)).unwrap_err().code(), "rate_limited");
         assert!(l.check_review(Some(other)).is_ok());
         assert!(l.check_review(None).is_ok());

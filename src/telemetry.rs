@@ -22,11 +22,34 @@ use tracing_subscriber::EnvFilter;
 
 use crate::config::LogFormat;
 
-/// Install the global log subscriber (`RUST_LOG` overrides the default `info,rmcp=warn`).
+/// Libraries whose verbose levels print what we never log (MCP messages with review links and
+/// `context`, HTTP headers with API keys, Redis commands with records): capped at these levels
+/// whatever `RUST_LOG` says. (rmcp also logs every stateless request's set-up at info.)
+pub const LOG_CAPS: [&str; 6] = [
+    "rmcp=warn",
+    "h2=info",
+    "hyper=info",
+    "hyper_util=info",
+    "fred=info",
+    "tower=info",
+];
+
+/// The log filter: `RUST_LOG` (default `info`), with [`LOG_CAPS`] applied on top.
+pub fn log_filter(rust_log: Option<&str>) -> EnvFilter {
+    let mut filter = rust_log
+        .and_then(|v| EnvFilter::try_new(v).ok())
+        .unwrap_or_else(|| EnvFilter::new("info"));
+    for cap in LOG_CAPS {
+        if let Ok(d) = cap.parse() {
+            filter = filter.add_directive(d);
+        }
+    }
+    filter
+}
+
+/// Install the global log subscriber (see [`log_filter`]).
 pub fn init_logging(format: LogFormat) {
-    // rmcp logs every stateless request's session set-up at info: keep it to warnings.
-    let filter =
-        EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info,rmcp=warn"));
+    let filter = log_filter(std::env::var("RUST_LOG").ok().as_deref());
     // stderr: stdout may carry the MCP stdio protocol.
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)

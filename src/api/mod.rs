@@ -240,8 +240,13 @@ async fn decide(
     State(s): State<Service>,
     Path(token): Path<String>,
     client: Option<axum::Extension<crate::limits::ClientAddr>>,
-    JsonBody(input): JsonBody<DecisionInput>,
+    headers: axum::http::HeaderMap,
+    body: axum::body::Body,
 ) -> ApiResult<impl IntoResponse> {
     let client = client.map(|axum::Extension(c)| c.0);
-    Ok(Json(s.decide(&token, input, client).await?))
+    // The token first: an unknown link costs no body read (and no time waiting for one).
+    let review = s.review(&token, client).await?;
+    let input: DecisionInput =
+        extract::read_json(&headers, body, s.config().max_body_bytes).await?;
+    Ok(Json(s.decide_reviewed(&review, input).await?))
 }

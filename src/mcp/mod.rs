@@ -338,9 +338,24 @@ struct EnvelopeArgs<'a> {
     context: Option<&'a RawValue>,
 }
 
-/// Bearer auth, then the body: read within `ELICITD_MAX_BODY_BYTES` (413 past it), and for a
-/// `tools/call` keep the raw `context` text for the tool ([`RawContext`]).
+/// In front of rmcp: a foreign `Origin` is refused (403), then bearer auth (401), then the body
+/// is read within `ELICITD_MAX_BODY_BYTES` (413 past it, 400 when it does not arrive in time),
+/// malformed JSON answers the JSON-RPC parse error (-32700), and for a `tools/call` the raw
+/// `context` text is kept for the tool ([`RawContext`]).
 async fn authenticate(State(s): State<Service>, req: Request, next: Next) -> Response {
+    if let Some(origin) = req.headers().get(http::header::ORIGIN) {
+        let allowed = origin
+            .to_str()
+            .ok()
+            .and_then(crate::config::origin_of)
+            .is_some_and(|o| {
+                crate::config::origin_of(&s.config().public_url).as_ref() == Some(&o)
+                    || s.config().mcp_allowed_origins.contains(&o)
+            });
+        if !allowed {
+            return Error::Forbidden("this Origin may not call /mcp".into()).into_response();
+        }
+    }
     let header = req
         .headers()
         .get(http::header::AUTHORIZATION)
@@ -353,11 +368,19 @@ async fn authenticate(State(s): State<Service>, req: Request, next: Next) -> Res
     let limit = s.config().max_body_bytes;
     let bytes = match axum::body::to_bytes(body, limit).await {
         Ok(b) => b,
+        Err(e) if crate::error::BodyTimedOut::is_in(&e) => {
+            return Error::invalid(e.to_string()).into_response()
+        }
         Err(_) => {
             return Error::PayloadTooLarge(format!("request body is larger than {limit} bytes"))
                 .into_response()
         }
     };
+    if parts.method == http::Method::POST
+        && serde_json::from_slice::<serde::de::IgnoredAny>(&bytes).is_err()
+    {
+        return parse_error();
+    }
     if let Ok(Envelope {
         method: Some("tools/call"),
         params:
@@ -371,4 +394,17 @@ async fn authenticate(State(s): State<Service>, req: Request, next: Next) -> Res
     parts.extensions.insert(tenant);
     next.run(Request::from_parts(parts, axum::body::Body::from(bytes)))
         .await
+}
+
+/// JSON-RPC 2.0 "Parse error" for a body that is not JSON.
+fn parse_error() -> Response {
+    (
+        http::StatusCode::BAD_REQUEST,
+        axum::Json(serde_json::json!({
+            "jsonrpc": "2.0",
+            "id": null,
+            "error": {"code": -32700, "message": "Parse error: the body is not valid JSON"}
+        })),
+    )
+        .into_response()
 }

@@ -25,6 +25,60 @@ pub const DEFAULT_EXPIRES_SECS: u64 = 3600;
 /// Smallest `expiresInSeconds` (SPEC §3).
 pub const MIN_EXPIRES_SECS: u64 = 10;
 
+/// Largest stored request (the validated spec as JSON: message, context, options with their
+/// extra keys, schema, …). One tenant must not be able to fill the shared Redis with a few
+/// requests; past this a create is 413.
+pub const MAX_RECORD_BYTES: usize = 256 * 1024;
+
+/// Characters that change how text around them is shown without being visible themselves:
+/// bidirectional controls (which can reorder `9000` into `0009` on screen), zero-width and
+/// other invisible characters, and C0/C1 controls other than tab and line breaks. The review
+/// page shows each one as `⟨U+XXXX⟩`; button labels may not contain them.
+pub fn is_hidden(c: char) -> bool {
+    matches!(c,
+        '\u{061C}' | '\u{00AD}' | '\u{034F}' | '\u{180E}'
+        | '\u{200B}'..='\u{200F}'
+        | '\u{202A}'..='\u{202E}'
+        | '\u{2060}'..='\u{2064}'
+        | '\u{2066}'..='\u{206F}'
+        | '\u{FEFF}'
+        | '\u{FFF9}'..='\u{FFFB}'
+        | '\u{E0000}'..='\u{E007F}')
+        || (c.is_control() && !matches!(c, '\t' | '\n' | '\r'))
+}
+
+/// Words a submit button may not say (they mean "no"), matched as whole words,
+/// case-insensitively, and against the label with all whitespace removed.
+pub const DECLINE_WORDS: &[&str] = &[
+    "decline",
+    "declined",
+    "reject",
+    "deny",
+    "refuse",
+    "no",
+    "cancel",
+    "disapprove",
+    "abort",
+];
+/// Words a decline button may not say (they mean "yes").
+pub const APPROVE_WORDS: &[&str] = &[
+    "approve", "approved", "accept", "confirm", "yes", "allow", "agree", "submit", "ok",
+];
+
+/// The first word of `words` that `label` uses, if any (see [`DECLINE_WORDS`]).
+pub fn uses_word(label: &str, words: &[&'static str]) -> Option<&'static str> {
+    let lower = label.to_lowercase();
+    let squeezed: String = lower.chars().filter(|c| !c.is_whitespace()).collect();
+    let tokens: Vec<&str> = lower
+        .split(|c: char| !c.is_alphanumeric())
+        .filter(|t| !t.is_empty())
+        .collect();
+    words
+        .iter()
+        .find(|w| tokens.contains(w) || squeezed == **w)
+        .copied()
+}
+
 /// Number of characters (not bytes).
 pub fn chars(s: &str) -> usize {
     s.chars().count()
@@ -56,7 +110,10 @@ pub fn json_depth(raw: &str) -> usize {
     max
 }
 
-/// `context`: size (413, checked first: nothing else matters for a huge body) and depth.
+/// `context`: size (413, checked first: nothing else matters for a huge body), depth, and
+/// that every client can read it back: numbers within the range of a double and no lone
+/// UTF-16 surrogates (`1e999999`, a 60 000-digit integer or `"\ud800"` are valid JSON
+/// syntax but break ordinary JSON parsers, ours included when MCP returns it).
 pub fn check_context(ctx: Option<&RawValue>, errs: &mut Vec<FieldError>) -> Result<(), Error> {
     let Some(ctx) = ctx else { return Ok(()) };
     if ctx.get().len() > MAX_CONTEXT_BYTES {
@@ -69,6 +126,11 @@ pub fn check_context(ctx: Option<&RawValue>, errs: &mut Vec<FieldError>) -> Resu
         errs.push(FieldError::new(
             "context",
             format!("nests deeper than {MAX_CONTEXT_DEPTH} levels"),
+        ));
+    } else if let Err(e) = serde_json::from_str::<serde_json::Value>(ctx.get()) {
+        errs.push(FieldError::new(
+            "context",
+            format!("must be JSON any client can read back ({e})"),
         ));
     }
     Ok(())
@@ -122,7 +184,9 @@ pub fn check_expires(secs: Option<i64>, min: u64, max: u64, errs: &mut Vec<Field
     }
 }
 
-/// `labels.submit` / `labels.decline` over the kind's defaults: trimmed, 1–40 characters.
+/// `labels.submit` / `labels.decline` over the kind's defaults: trimmed, 1–40 characters, no
+/// hidden characters, and neither saying the other button's words (a "Decline" label on the
+/// button that records `submitted` would make the reviewer approve what they meant to refuse).
 pub fn check_labels(
     submit: Option<String>,
     decline: Option<String>,
@@ -136,10 +200,25 @@ pub fn check_labels(
     ] {
         if let Some(v) = value {
             let v = v.trim();
+            let opposite = if name == "labels.submit" {
+                DECLINE_WORDS
+            } else {
+                APPROVE_WORDS
+            };
             if v.is_empty() || chars(v) > MAX_LABEL_CHARS {
                 errs.push(FieldError::new(
                     name,
                     format!("must be 1–{MAX_LABEL_CHARS} characters after trimming"),
+                ));
+            } else if v.chars().any(is_hidden) {
+                errs.push(FieldError::new(
+                    name,
+                    "must not contain invisible or direction-changing characters",
+                ));
+            } else if let Some(word) = uses_word(v, opposite) {
+                errs.push(FieldError::new(
+                    name,
+                    format!("must not say {word:?}: that is what the other button does"),
                 ));
             } else {
                 *slot = v.to_string();
@@ -179,6 +258,60 @@ pub fn check_comment(comment: Option<String>, errs: &mut Vec<FieldError>) -> Opt
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn label_words_are_matched_as_words() {
+        assert_eq!(uses_word("Decline", DECLINE_WORDS), Some("decline"));
+        assert_eq!(
+            uses_word("  D e c l i n e ", DECLINE_WORDS),
+            Some("decline")
+        );
+        assert_eq!(uses_word("No, thanks", DECLINE_WORDS), Some("no"));
+        assert_eq!(uses_word("Ship it", DECLINE_WORDS), None);
+        assert_eq!(
+            uses_word("Nothing to add", DECLINE_WORDS),
+            None,
+            "not a word of it"
+        );
+        assert_eq!(uses_word("APPROVE", APPROVE_WORDS), Some("approve"));
+        assert_eq!(uses_word("None of these", APPROVE_WORDS), None);
+        assert_eq!(
+            uses_word("Disapprove", APPROVE_WORDS),
+            None,
+            "disapprove is not approve"
+        );
+    }
+
+    #[test]
+    fn hidden_characters() {
+        for c in [
+            '\u{202E}',
+            '\u{200B}',
+            '\u{2066}',
+            '\u{FEFF}',
+            '\u{0007}',
+            '\u{E0041}',
+        ] {
+            assert!(is_hidden(c), "{:?}", c);
+        }
+        for c in ['a', ' ', '\n', '\t', 'é', '€', '😀'] {
+            assert!(!is_hidden(c), "{:?}", c);
+        }
+    }
+
+    #[test]
+    fn context_must_be_readable_back() {
+        let check = |raw: &str| {
+            let raw = serde_json::value::RawValue::from_string(raw.to_string()).unwrap();
+            let mut errs = Vec::new();
+            check_context(Some(&raw), &mut errs).unwrap();
+            errs
+        };
+        assert!(check(r#"{"a": 2.50, "b": 1e2, "c": "\u00e9"}"#).is_empty());
+        for bad in ["1e999999", r#""\ud800""#, &"9".repeat(60_000)] {
+            assert_eq!(check(bad).len(), 1, "{}", &bad[..bad.len().min(20)]);
+        }
+    }
 
     #[test]
     fn depth_counts_nesting_outside_strings() {

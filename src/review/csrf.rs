@@ -19,7 +19,7 @@ use base64::{engine::general_purpose::URL_SAFE_NO_PAD, Engine};
 use hmac::{Hmac, Mac};
 use sha2::Sha256;
 
-use crate::token::ct_eq;
+use crate::{config::origin_of, token::ct_eq};
 
 /// How long a rendered form stays postable, in seconds (6 hours).
 pub const TOKEN_TTL_SECS: i64 = 6 * 3600;
@@ -70,25 +70,6 @@ pub fn verify(
         return Err(Refusal::Expired);
     }
     Ok(())
-}
-
-/// `scheme://host[:port]` of an absolute http(s) URL, lower-cased, default port dropped.
-pub fn origin_of(url: &str) -> Option<String> {
-    let (scheme, rest) = url.split_once("://")?;
-    let scheme = scheme.to_ascii_lowercase();
-    let default_port = match scheme.as_str() {
-        "http" => ":80",
-        "https" => ":443",
-        _ => return None,
-    };
-    let authority = rest.split(['/', '?', '#']).next()?;
-    // Drop credentials (never expected, but they are not part of an origin).
-    let host = authority.rsplit('@').next()?.to_ascii_lowercase();
-    if host.is_empty() {
-        return None;
-    }
-    let host = host.strip_suffix(default_port).unwrap_or(&host);
-    Some(format!("{scheme}://{host}"))
 }
 
 /// Refuse posts that a browser marks as coming from another site (see module docs).

@@ -19,8 +19,7 @@ pub mod view;
 
 use askama::Template;
 use axum::{
-    body::Bytes,
-    extract::{rejection::BytesRejection, DefaultBodyLimit, Path, State},
+    extract::{DefaultBodyLimit, Path, State},
     http::{header, HeaderMap, HeaderValue, StatusCode},
     middleware,
     response::{Html, IntoResponse, Redirect, Response},
@@ -197,14 +196,14 @@ async fn submit(
     Path(token): Path<String>,
     headers: HeaderMap,
     client: Option<Extension<ClientAddr>>,
-    body: Result<Bytes, BytesRejection>,
+    body: axum::body::Body,
 ) -> Response {
     let client = client.map(|Extension(c)| c.0);
     let review = match s.review(&token, client).await {
         Ok(v) => v,
         Err(e) => return error_page(e),
     };
-    let public_origin = csrf::origin_of(&s.config().public_url).unwrap_or_default();
+    let public_origin = crate::config::origin_of(&s.config().public_url).unwrap_or_default();
     if let Err(why) = csrf::check_origin(&headers, &public_origin) {
         return refused(&token, why);
     }
@@ -212,10 +211,13 @@ async fn submit(
         .get(header::CONTENT_TYPE)
         .and_then(|v| v.to_str().ok())
         .is_some_and(|v| v.starts_with("application/x-www-form-urlencoded"));
-    let body = match body {
-        Ok(b) if urlencoded => b,
-        Ok(_) => return bad_form(&token, "The form was not sent as a web form."),
-        Err(e) if e.status() == StatusCode::PAYLOAD_TOO_LARGE => {
+    if !urlencoded {
+        return bad_form(&token, "The form was not sent as a web form.");
+    }
+    // Read only now: the token was checked first.
+    let body = match axum::body::to_bytes(body, s.config().max_body_bytes).await {
+        Ok(b) => b,
+        Err(e) if e.to_string().contains("length limit") => {
             return bad_form(&token, "The form is too large.")
         }
         Err(_) => return bad_form(&token, "The form did not arrive completely."),

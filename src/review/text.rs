@@ -1,5 +1,28 @@
 //! Text the server formats for the page: times, the countdown, the pretty-printed `context`,
-//! messages as sentences. Pure functions; the output is escaped by the templates.
+//! messages as sentences, and agent text with its hidden characters made visible. Pure
+//! functions; the output is escaped by the templates.
+
+use std::borrow::Cow;
+
+use crate::model::rules::is_hidden;
+
+/// Agent text as the reviewer must see it: every invisible or direction-changing character
+/// (see `rules::is_hidden`) replaced by a visible `⟨U+XXXX⟩`, so `"amount_eur\u{202E}": 9000`
+/// cannot show as `"amount_eur,0009 :"` and nothing can hide in plain sight.
+pub fn visible(s: &str) -> Cow<'_, str> {
+    if !s.chars().any(is_hidden) {
+        return Cow::Borrowed(s);
+    }
+    let mut out = String::with_capacity(s.len() + 16);
+    for c in s.chars() {
+        if is_hidden(c) {
+            out.push_str(&format!("⟨U+{:04X}⟩", c as u32));
+        } else {
+            out.push(c);
+        }
+    }
+    Cow::Owned(out)
+}
 
 /// `2025-01-31 14:30 UTC`.
 pub fn human_time(ms: i64) -> String {
@@ -113,6 +136,18 @@ mod tests {
         assert_eq!(remaining_text(3_600_000), "1 h 0 min");
         assert_eq!(remaining_text(2 * 86_400_000 + 3 * 3_600_000), "2 d 3 h");
         assert_eq!(human_time(0), "1970-01-01 00:00 UTC");
+    }
+
+    #[test]
+    fn hidden_characters_are_shown() {
+        assert_eq!(visible("plain"), "plain");
+        assert!(matches!(visible("plain"), Cow::Borrowed(_)));
+        assert_eq!(
+            visible("\"amount_eur\u{202E}\": 9000"),
+            "\"amount_eur⟨U+202E⟩\": 9000"
+        );
+        assert_eq!(visible("a\u{200B}b\u{2066}c"), "a⟨U+200B⟩b⟨U+2066⟩c");
+        assert_eq!(visible("line\nbreak\ttab"), "line\nbreak\ttab");
     }
 
     #[test]

@@ -8,9 +8,11 @@
 
 use std::sync::LazyLock;
 
+use std::borrow::Cow;
+
 use askama::Template;
 
-use super::text::{human_time, pretty_json, remaining_text, sentence};
+use super::text::{human_time, pretty_json, remaining_text, sentence, visible};
 use crate::{
     error::FieldError,
     form::{
@@ -105,7 +107,7 @@ impl Notice {
 /// The page of a request that is no longer pending.
 pub fn state_page(view: &Review) -> Notice {
     let mut n = Notice::error("", &[], None);
-    n.eyebrow = Some(view.spec.heading());
+    n.eyebrow = Some(visible(&view.spec.heading()).into_owned());
     match (view.status, &view.outcome) {
         (Status::Canceled, _) => {
             n.tone = "info";
@@ -130,7 +132,7 @@ pub fn state_page(view: &Review) -> Notice {
                 Decision::Submitted => &view.spec.labels.submit,
                 Decision::Declined => &view.spec.labels.decline,
             };
-            n.lines = vec![format!("Your answer: “{word}”.")];
+            n.lines = vec![format!("Your answer: “{}”.", visible(word))];
             if let Some(at) = view.decided_ms {
                 n.lines.push(format!("Recorded at {}.", human_time(at)));
             }
@@ -156,6 +158,7 @@ pub struct Resubmit<'a> {
 pub fn review_page(view: &Review, token: &str, csrf: String, re: Resubmit<'_>) -> ReviewPage {
     let spec = &view.spec;
     let mut controls = spec.controls(re.form);
+    controls.iter_mut().for_each(reveal);
     let mut problems = Vec::new();
     let mut comment_error = None;
     for e in re.errors {
@@ -181,9 +184,12 @@ pub fn review_page(view: &Review, token: &str, csrf: String, re: Resubmit<'_>) -
     ReviewPage {
         assets: &ASSETS,
         kind_label: spec.page_label(),
-        heading: spec.heading(),
-        message: spec.message.clone(),
-        context: spec.context.as_ref().map(|c| pretty_json(c.get())),
+        heading: visible(&spec.heading()).into_owned(),
+        message: visible(&spec.message).into_owned(),
+        context: spec
+            .context
+            .as_ref()
+            .map(|c| visible(&pretty_json(c.get())).into_owned()),
         expires_at: rfc3339(view.expires_ms),
         expires_text: human_time(view.expires_ms),
         remaining_ms,
@@ -199,7 +205,43 @@ pub fn review_page(view: &Review, token: &str, csrf: String, re: Resubmit<'_>) -
             .map(crate::form::normalise_newlines)
             .unwrap_or_default(),
         comment_error,
-        submit_label: spec.labels.submit.clone(),
-        decline_label: spec.labels.decline.clone(),
+        submit_label: visible(&spec.labels.submit).into_owned(),
+        decline_label: visible(&spec.labels.decline).into_owned(),
+    }
+}
+
+/// Make the hidden characters of a control's agent text visible: labels, descriptions and
+/// option texts in place; values (which the reviewer edits and posts back unchanged) keep
+/// theirs, and the control says so in a line showing the value with them revealed.
+fn reveal(c: &mut Control) {
+    let fix = |s: &mut String| {
+        if let Cow::Owned(v) = visible(s) {
+            *s = v;
+        }
+    };
+    fix(&mut c.label);
+    if let Some(d) = c.description.as_mut() {
+        fix(d);
+    }
+    let value = match &mut c.widget {
+        Widget::Input(i) => Some(i.value.clone()),
+        Widget::TextArea { value, .. } => Some(value.clone()),
+        Widget::Group { options, .. } | Widget::Select { options, .. } => {
+            for o in options {
+                fix(&mut o.label);
+                if let Some(d) = o.description.as_mut() {
+                    fix(d);
+                }
+            }
+            None
+        }
+        Widget::Checkbox { .. } => None,
+    };
+    if let Some(Cow::Owned(shown)) = value.as_deref().map(visible) {
+        let warning = format!("Contains hidden or direction-changing characters: {shown}");
+        c.hint = Some(match c.hint.take() {
+            Some(h) => format!("{h} {warning}"),
+            None => warning,
+        });
     }
 }

@@ -1,10 +1,13 @@
 //! Wiring: build the store and service from a `Config`, serve HTTP, shut down gracefully.
+//! Per-connection limits (idle connections, total body deadline) are in [`conn`].
 //!
 //! Shutdown order (SIGTERM/SIGINT or the given future): the listener stops accepting, every
 //! parked `await` is released at once with its current status (clients call again and land on
 //! another replica), in-flight requests finish (up to 30 s), then `serve` returns.
 
-use std::{future::Future, net::IpAddr, sync::Arc, time::Duration};
+mod conn;
+
+use std::{convert::Infallible, future::Future, net::IpAddr, sync::Arc, time::Duration};
 
 use axum::{
     extract::Request,
@@ -21,7 +24,6 @@ use hyper_util::{
 };
 use tokio::{net::TcpListener, sync::Semaphore};
 use tower::ServiceExt;
-use tower_http::timeout::RequestBodyTimeoutLayer;
 
 use crate::{
     api,
@@ -103,14 +105,15 @@ const DRAIN_TIMEOUT: Duration = Duration::from_secs(30);
 ///
 /// Our own accept loop (hyper-util) instead of `axum::serve`, for what a public service needs:
 /// a cap on simultaneous connections (extra ones wait in the kernel backlog), a header read
-/// timeout against slow-loris clients, and the client address for per-address limits.
+/// timeout against slow-loris clients, idle connections closed after the same timeout, a total
+/// deadline per request body, and the client address for per-address limits.
 pub async fn serve(
     listener: TcpListener,
     service: Service,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
     let config = service.config().clone();
-    let app = app(service.clone()).layer(RequestBodyTimeoutLayer::new(config.body_timeout));
+    let app = app(service.clone());
     let mut builder = ConnBuilder::new(TokioExecutor::new());
     builder
         .http1()
@@ -144,20 +147,48 @@ pub async fn serve(
         };
         let _ = stream.set_nodelay(true);
         let app = app.clone();
-        let svc = tower::service_fn(move |mut req: Request<Incoming>| {
+        let activity = conn::Activity::new();
+        let act = activity.clone();
+        let body_timeout = config.body_timeout;
+        let svc = tower::service_fn(move |req: Request<Incoming>| {
+            let in_flight = act.begin();
             let ip = trust_xff
                 .then(|| forwarded_for(&req))
                 .flatten()
                 .unwrap_or(peer.ip());
-            req.extensions_mut().insert(ClientAddr(ip));
-            app.clone().oneshot(req)
+            let (mut parts, body) = req.into_parts();
+            parts.extensions.insert(ClientAddr(ip));
+            let body = axum::body::Body::new(conn::TimedBody::new(body, body_timeout, act.clone()));
+            let (app, act) = (app.clone(), act.clone());
+            async move {
+                let mut resp = match app.oneshot(Request::from_parts(parts, body)).await {
+                    Ok(r) => r,
+                    Err(never) => match never {},
+                };
+                if act.close_requested() {
+                    resp.headers_mut().insert(
+                        header::CONNECTION,
+                        header::HeaderValue::from_static("close"),
+                    );
+                }
+                drop(in_flight);
+                Ok::<_, Infallible>(resp)
+            }
         });
         let conn = builder
             .serve_connection_with_upgrades(TokioIo::new(stream), TowerToHyperService::new(svc));
         let conn = graceful.watch(conn.into_owned());
+        let idle_limit = config.header_timeout;
         tokio::spawn(async move {
-            if let Err(e) = conn.await {
-                tracing::debug!(error = %e, "connection ended with an error");
+            tokio::select! {
+                r = conn => {
+                    if let Err(e) = r {
+                        tracing::debug!(error = %e, "connection ended with an error");
+                    }
+                }
+                _ = conn::idle_watch(activity, idle_limit) => {
+                    tracing::debug!("closing a connection idle past the header timeout");
+                }
             }
             drop(permit);
         });

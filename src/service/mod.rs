@@ -15,7 +15,7 @@ use crate::{
     error::{Error, Result},
     kinds::{self, Bounds, CreateRequest, DecisionInput, Kind, Outcome, Spec, ValidCreate},
     limits::Limits,
-    model::{rfc3339, ElicitationId, Status, Tenant},
+    model::{rfc3339, rules, ElicitationId, Status, Tenant},
     store::{DecideReply, Idempotency, NewRecord, ReviewRecord, Store},
     token,
     wake::Hub,
@@ -173,6 +173,14 @@ impl Service {
             idempotency_key,
         } = kinds::validate_create(kind, req, bounds)?;
         let spec_json = serde_json::to_string(&spec).map_err(Error::internal)?;
+        if spec_json.len() > rules::MAX_RECORD_BYTES {
+            return Err(Error::PayloadTooLarge(format!(
+                "the request is {} bytes stored; the limit is {} (context, options with their \
+                 extra keys, schema and text together)",
+                spec_json.len(),
+                rules::MAX_RECORD_BYTES
+            )));
+        }
         let id = ElicitationId::random();
         let salt = token::random_b64(16);
         let review_token = token::review_token(&self.config.secret, &salt, &id.to_string());
@@ -339,10 +347,11 @@ impl Service {
 
     async fn audit_inner(&self, tenant: &Tenant, id: &str) -> Result<AuditOut> {
         let id = parse_id(id)?;
-        let events = self.store.audit(tenant, id).await?;
+        let (events, fetches) = self.store.audit(tenant, id).await?;
         Ok(AuditOut {
             elicitation_id: id.to_string(),
             events: events.into_iter().map(Into::into).collect(),
+            fetches,
         })
     }
 
@@ -370,7 +379,8 @@ impl Service {
         self.store.record_view(review.id, &review.token_hash).await
     }
 
-    /// A reviewer decides through the JSON route. Validation errors are 422 and record nothing.
+    /// Open `review_token` and decide on it ([`review`](Self::review) then
+    /// [`decide_reviewed`](Self::decide_reviewed)).
     pub async fn decide(
         &self,
         review_token: &str,
@@ -378,7 +388,14 @@ impl Service {
         client: Option<IpAddr>,
     ) -> Result<StateOut> {
         let review = self.review(review_token, client).await?;
-        match self.decide_review(&review, input).await? {
+        self.decide_reviewed(&review, input).await
+    }
+
+    /// A reviewer decides through the JSON route, on a request opened with
+    /// [`review`](Self::review). Validation errors are 422 and record nothing; a request that
+    /// is no longer pending is `already_decided`, `canceled` or `expired`.
+    pub async fn decide_reviewed(&self, review: &Review, input: DecisionInput) -> Result<StateOut> {
+        match self.decide_review(review, input).await? {
             Decided::Recorded(status) => Ok(StateOut { status }),
             Decided::Refused(now) => Err(refusal_error(now.status)),
         }

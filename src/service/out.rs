@@ -97,6 +97,9 @@ impl From<AuditEvent> for AuditEventOut {
 pub struct AuditOut {
     pub elicitation_id: String,
     pub events: Vec<AuditEventOut>,
+    /// How many times the result was read. `fetched` events stop being listed once the trail
+    /// holds 200 entries; this count keeps going.
+    pub fetches: u64,
 }
 
 /// Answer to cancel and decide.

@@ -34,6 +34,7 @@ struct Record {
     outcome_json: Option<String>,
     decided_ms: Option<i64>,
     audit: Vec<AuditEvent>,
+    fetches: u64,
 }
 
 #[derive(Default)]
@@ -162,6 +163,7 @@ impl Store for MemoryStore {
                 token_salt: rec.token_salt.clone(),
                 outcome_json: None,
                 decided_ms: None,
+                fetches: 0,
             },
         );
         Ok(Created {
@@ -285,12 +287,15 @@ impl Store for MemoryStore {
             return Err(Error::internal("decided record without outcome"));
         };
         r.status = Status::Consumed;
-        r.audit.push(AuditEvent {
-            kind: "fetched".into(),
-            at: now,
-            actor: agent_actor(tenant),
-            decision: None,
-        });
+        r.fetches += 1;
+        if r.audit.len() < super::MAX_AUDIT_FOR_VIEWS {
+            r.audit.push(AuditEvent {
+                kind: "fetched".into(),
+                at: now,
+                actor: agent_actor(tenant),
+                decision: None,
+            });
+        }
         let spec_json = r.spec_json.clone();
         drop(g);
         if first {
@@ -304,12 +309,11 @@ impl Store for MemoryStore {
         })
     }
 
-    async fn audit(&self, tenant: &Tenant, id: ElicitationId) -> Result<Vec<AuditEvent>> {
+    async fn audit(&self, tenant: &Tenant, id: ElicitationId) -> Result<(Vec<AuditEvent>, u64)> {
         let now = local_now_ms();
         let mut g = self.lock();
-        Ok(owned(&mut g, tenant, &id, self.retention_ms, now)?
-            .audit
-            .clone())
+        let r = owned(&mut g, tenant, &id, self.retention_ms, now)?;
+        Ok((r.audit.clone(), r.fetches))
     }
 
     async fn record_view(&self, id: ElicitationId, token_hash: &str) -> Result<()> {

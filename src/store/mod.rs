@@ -146,8 +146,9 @@ pub trait Store: Send + Sync + 'static {
     async fn cancel(&self, tenant: &Tenant, id: ElicitationId) -> Result<bool>;
     /// Read the outcome: submitted/declined → consumed; audited on every call.
     async fn consume(&self, tenant: &Tenant, id: ElicitationId) -> Result<ResultRecord>;
-    /// The audit trail, oldest first.
-    async fn audit(&self, tenant: &Tenant, id: ElicitationId) -> Result<Vec<AuditEvent>>;
+    /// The audit trail, oldest first, and how many times the result was read (fetches beyond
+    /// the audit cap are counted, not listed).
+    async fn audit(&self, tenant: &Tenant, id: ElicitationId) -> Result<(Vec<AuditEvent>, u64)>;
     /// Append a `viewed` event (the review page was rendered).
     async fn record_view(&self, id: ElicitationId, token_hash: &str) -> Result<()>;
     /// Ready to serve (Redis: a script call answers and the subscriber is connected).
@@ -159,8 +160,9 @@ pub fn agent_actor(tenant: &Tenant) -> String {
     format!("agent:{tenant}")
 }
 
-/// `viewed` events are appended only while the audit trail is shorter than this (a link holder
-/// reloading the page must not grow a record without bound). Passed to `lua/view.lua`.
+/// `viewed` and `fetched` events are appended only while the audit trail is shorter than this
+/// (a link holder reloading the page, or an agent reading a result in a loop, must not grow a
+/// record without bound). Passed to `lua/view.lua` and `lua/consume.lua`.
 pub const MAX_AUDIT_FOR_VIEWS: usize = 200;
 
 /// The actor string of a reviewer.

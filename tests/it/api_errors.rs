@@ -102,9 +102,14 @@ async fn malformed_bodies_are_clean_4xx(kind: StoreKind) {
         )
         .await;
     assert_eq!((r.status, r.code()), (400, "invalid_request"));
+    // The review token is checked before the body is read: an unknown one is 404 whatever the
+    // body; a real one with a bad body is 400.
     let r = api
         .post("/v1/reviews/abc", &json!({"decision": "maybe"}))
         .await;
+    assert_eq!(r.status, 404, "{}", r.body);
+    let c = api.approval().await;
+    let r = api.decide(&c.token, json!({"decision": "maybe"})).await;
     assert_eq!(r.status, 400, "{}", r.body);
     let r = api.get("/v1/elicitations/x/await?waitSeconds=61").await;
     assert_eq!(

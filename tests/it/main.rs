@@ -2,6 +2,8 @@
 
 mod harness;
 
+mod hardening;
+
 mod api_contract;
 mod api_errors;
 mod api_races;

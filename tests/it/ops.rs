@@ -238,7 +238,7 @@ async fn openapi_matches_the_served_routes() {
     want.dedup();
     assert_eq!(codes, &serde_json::json!(want));
     assert!(
-        want.contains(&"payload_too_large") && want.len() == 11,
+        want.contains(&"forbidden") && want.len() == 12,
         "{want:?}"
     );
 

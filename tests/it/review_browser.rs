@@ -260,3 +260,46 @@ async fn browser_edits_and_trims_a_proposal() {
         "only kept fields, with their final values and types"
     );
 }
+
+/// What the reviewer sees is what they approve: direction-changing and invisible characters in
+/// agent text are shown as `⟨U+XXXX⟩` in the rendered page, so `"amount_eur\u{202E}": 9000`
+/// cannot display as `"amount_eur,0009 :"`, and the buttons read their own words.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn browser_shows_hidden_characters_instead_of_obeying_them() {
+    let f = Fixture::new(StoreKind::Redis, 1).await;
+    let api = f.acme();
+    let rlo = '\u{202E}';
+    let c = api
+        .create(
+            "approval",
+            json!({"title": format!("Wire {rlo}0009 EUR"), "message": "Pay the supplier?",
+                "context": {format!("amount_eur{rlo}"): 9000, "iban": format!("DE{rlo}21")},
+                "labels": {"submit": "Pay", "decline": "Keep"}}),
+        )
+        .await;
+    let Some(b) = Browser::start("browser_shows_hidden_characters_instead_of_obeying_them").await
+    else {
+        return;
+    };
+    open(&b, &api, &c.token).await;
+    // The text as rendered (innerText after layout), not just the HTML source.
+    assert_eq!(b.text("h1").await, "Wire ⟨U+202E⟩0009 EUR");
+    let ctx = b.text(".context pre").await;
+    assert!(ctx.contains("\"amount_eur⟨U+202E⟩\": 9000"), "{ctx}");
+    assert!(ctx.contains("\"DE⟨U+202E⟩21\""), "{ctx}");
+    assert!(!ctx.contains(rlo) && !b.text("body").await.contains(rlo));
+    let buttons = b
+        .client
+        .find_all(fantoccini::Locator::Css("button"))
+        .await
+        .unwrap();
+    let mut words = Vec::new();
+    for btn in buttons {
+        words.push(btn.text().await.unwrap());
+    }
+    assert_eq!(words, ["Pay", "Keep"]);
+    b.screenshot("hidden-characters").await;
+    b.press("Keep", ".notice.ok").await;
+    b.close().await;
+    assert_eq!(result(&api, &c.id).await["decision"], "declined");
+}

@@ -14,10 +14,12 @@ use super::RedisSettings;
 use crate::error::Error;
 
 /// Redis error codes (and fred's own retry-exhaustion messages) that mean "not now": a node
-/// loading, busy, failing over, a slot moving, a demoted primary, a connection replaced
-/// mid-command. A retry can succeed, so they are `unavailable`, never `internal`.
-const TRANSIENT: [&str; 13] = [
+/// loading, busy, out of memory under `noeviction`, failing over, a slot moving, a demoted
+/// primary, a connection replaced mid-command. A retry can succeed (or the operator must add
+/// capacity), so they are `unavailable` (503), never `internal`.
+const TRANSIENT: [&str; 14] = [
     "LOADING",
+    "OOM",
     "BUSY",
     "TRYAGAIN",
     "CLUSTERDOWN",

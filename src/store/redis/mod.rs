@@ -166,7 +166,8 @@ impl RedisStore {
         let before = client.connection_ids();
         let slot_key = keys.first().cloned().unwrap_or_default();
         let reply = eval_on(op, client, script, keys, args).await?;
-        if let (Some(d), Reply::Ok(_)) = (&self.durable, &reply) {
+        // A page view is not a state change: it is never held up by the replicas.
+        if let (Some(d), Reply::Ok(_), false) = (&self.durable, &reply, op == "view") {
             d.confirm(op, client, &before, &[&slot_key]).await?;
         }
         Ok(reply)
@@ -268,6 +269,18 @@ impl RedisStore {
             return Err(Error::invalid(
                 "idempotencyKey was already used for a different request",
             ));
+        }
+        if let Some(d) = &self.durable {
+            // The first create may have been answered 503 before its replicas confirmed it.
+            // A write of ours to the same record, confirmed, proves everything before it on
+            // that primary (replication is ordered) — so a replay never reports unconfirmed data.
+            let client = self.writer()?;
+            let before = client.connection_ids();
+            let record = self.keys.record(id);
+            let _: i64 = fred::interfaces::HashesInterface::hincrby(client, &record, "replays", 1)
+                .await
+                .map_err(map_err)?;
+            d.confirm("replay", client, &before, &[&record]).await?;
         }
         let expires_ms = row.int("expires_ms")?;
         Ok(Some(Created {
@@ -556,7 +569,11 @@ impl Store for RedisStore {
                 "consume",
                 &self.scripts.consume,
                 vec![self.keys.record(id), self.keys.audit(id)],
-                vec![tenant.to_string(), agent_actor(tenant)],
+                vec![
+                    tenant.to_string(),
+                    agent_actor(tenant),
+                    MAX_AUDIT_FOR_VIEWS.to_string(),
+                ],
             )
             .await?
             .into_iter();
@@ -573,24 +590,35 @@ impl Store for RedisStore {
         })
     }
 
-    async fn audit(&self, tenant: &Tenant, id: ElicitationId) -> Result<Vec<AuditEvent>> {
+    async fn audit(&self, tenant: &Tenant, id: ElicitationId) -> Result<(Vec<AuditEvent>, u64)> {
         let client = connected(&self.pool)?;
         let p = client.pipeline();
-        let _: () = fred::interfaces::HashesInterface::hget(&p, self.keys.record(id), "tenant")
-            .await
-            .map_err(map_err)?;
+        let _: () = fred::interfaces::HashesInterface::hmget(
+            &p,
+            self.keys.record(id),
+            vec!["tenant", "fetches"],
+        )
+        .await
+        .map_err(map_err)?;
         let _: () = p
             .lrange(self.keys.audit(id), 0, -1)
             .await
             .map_err(map_err)?;
-        let (owner, events): (Option<String>, Vec<String>) = p.all().await.map_err(map_err)?;
-        if owner.as_deref() != Some(tenant.as_str()) {
+        let (fields, events): (Vec<Option<String>>, Vec<String>) =
+            p.all().await.map_err(map_err)?;
+        if fields.first().and_then(|t| t.as_deref()) != Some(tenant.as_str()) {
             return Err(Error::NotFound);
         }
-        events
+        let fetches = fields
+            .get(1)
+            .and_then(|f| f.as_deref())
+            .and_then(|f| f.parse().ok())
+            .unwrap_or(0);
+        let events = events
             .iter()
             .map(|e| serde_json::from_str(e).map_err(Error::internal))
-            .collect()
+            .collect::<Result<Vec<AuditEvent>>>()?;
+        Ok((events, fetches))
     }
 
     async fn record_view(&self, id: ElicitationId, token_hash: &str) -> Result<()> {
