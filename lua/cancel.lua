@@ -1,9 +1,11 @@
 -- cancel.lua: the requester withdraws, pending -> canceled (repeat cancels answer canceled).
 -- KEYS[1] record hash (also the shard channel)   KEYS[2] audit list
--- ARGV[1] tenant   ARGV[2] actor
+-- KEYS[3..6] delivery queue, deadline index, delivery list, this event's delivery (outbox.lua)
+-- ARGV[1] tenant   ARGV[2] actor   ARGV[3] elicitation id   ARGV[4] this event's delivery id
 -- Returns {"ok", "canceled", changed} (changed "1" the first time, "0" on repeats) or
 -- {"err", code}: not_found (absent or other tenant), expired, already_decided.
--- Clock: Redis TIME. Publishes "canceled" on KEYS[1] (SPUBLISH) when it changes.
+-- Clock: Redis TIME. Publishes "canceled" on KEYS[1] (SPUBLISH) when it changes, and writes
+-- the webhook event "elicitation.canceled" in the same step.
 local f = redis.call('HMGET', KEYS[1], 'status', 'expires_ms', 'tenant')
 if not f[1] or f[3] ~= ARGV[1] then
   return {'err', 'not_found'}
@@ -25,4 +27,5 @@ redis.call('HSET', KEYS[1], 'status', 'canceled')
 redis.call('RPUSH', KEYS[2], '{"type":"canceled","at":' .. nows .. ',"actor":' ..
   cjson.encode(ARGV[2]) .. '}')
 redis.call('SPUBLISH', KEYS[1], 'canceled')
+event(KEYS[1], ARGV[3], KEYS[3], KEYS[4], KEYS[5], KEYS[6], ARGV[4], 'canceled', now)
 return {'ok', 'canceled', '1'}

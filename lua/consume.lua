@@ -1,11 +1,14 @@
 -- consume.lua: read the outcome, submitted|declined -> consumed (repeat reads allowed).
 -- KEYS[1] record hash (also the shard channel)   KEYS[2] audit list
+-- KEYS[3..6] delivery queue, deadline index, delivery list, this event's delivery (outbox.lua)
 -- ARGV[1] tenant   ARGV[2] actor   ARGV[3] most audit entries to append a "fetched" event to
+-- ARGV[4] elicitation id   ARGV[5] this event's delivery id
 -- Returns {"ok", outcome JSON, decided_ms, spec JSON} or {"err", code}: not_found, not_decided,
 -- canceled, expired. Every successful call counts in the record's `fetches` and appends a
 -- "fetched" audit event while the audit list is shorter than ARGV[3] (so an agent reading a
 -- result in a loop cannot grow the record without bound).
--- Clock: Redis TIME. Publishes "consumed" on KEYS[1] (SPUBLISH) on the first read.
+-- Clock: Redis TIME. Publishes "consumed" on KEYS[1] (SPUBLISH) on the first read, and writes
+-- the webhook event "elicitation.consumed" in the same step.
 local f = redis.call('HMGET', KEYS[1], 'status', 'expires_ms', 'tenant', 'outcome',
   'decided_ms', 'spec')
 if not f[1] or f[3] ~= ARGV[1] then
@@ -27,6 +30,7 @@ local nows = string.format('%.0f', now)
 if st ~= 'consumed' then
   redis.call('HSET', KEYS[1], 'status', 'consumed')
   redis.call('SPUBLISH', KEYS[1], 'consumed')
+  event(KEYS[1], ARGV[4], KEYS[3], KEYS[4], KEYS[5], KEYS[6], ARGV[5], 'consumed', now)
 end
 redis.call('HINCRBY', KEYS[1], 'fetches', 1)
 if redis.call('LLEN', KEYS[2]) < tonumber(ARGV[3]) then

@@ -1,10 +1,13 @@
 -- create.lua: create a pending elicitation.
--- KEYS[1] record hash   KEYS[2] audit list            (same hash tag {<id>})
+-- KEYS[1] record hash   KEYS[2] audit list   KEYS[3] the shard's deadline index
 -- ARGV[1] expires_in_ms  ARGV[2] retention_ms  ARGV[3] kind  ARGV[4] tenant
 -- ARGV[5] spec JSON      ARGV[6] review token hash  ARGV[7] token salt  ARGV[8] actor
+-- ARGV[9] webhook URL ("" for none)  ARGV[10] "1" to include the result in webhook events
+-- ARGV[11] the elicitation id
 -- Returns {"ok", created_ms, expires_ms}. If the record exists with the same token hash, this is
 -- a client retry of a create that already ran: the same answer, nothing written. Another record
 -- under the id is {"err", "conflict"} (an id collision).
+-- A record with a webhook joins the deadline index, so its "expired" event can be emitted.
 -- Clock: Redis TIME. Keys expire at expires_ms + retention_ms. Publishes nothing.
 local have = redis.call('HMGET', KEYS[1], 'token_hash', 'created_ms', 'expires_ms')
 if have[1] then
@@ -22,6 +25,10 @@ redis.call('HSET', KEYS[1],
   'kind', ARGV[3], 'tenant', ARGV[4], 'status', 'pending',
   'created_ms', nows, 'expires_ms', exps, 'spec', ARGV[5],
   'token_hash', ARGV[6], 'token_salt', ARGV[7])
+if ARGV[9] ~= '' then
+  redis.call('HSET', KEYS[1], 'webhook_url', ARGV[9], 'webhook_result', ARGV[10])
+  redis.call('ZADD', KEYS[3], exps, ARGV[11])
+end
 redis.call('RPUSH', KEYS[2],
   '{"type":"created","at":' .. nows .. ',"actor":' .. cjson.encode(ARGV[8]) .. '}')
 local gone = string.format('%.0f', exp + tonumber(ARGV[2]))

@@ -109,6 +109,37 @@ pub struct Cli {
     /// How long to wait for those replica confirmations, in milliseconds (1–10000).
     #[arg(long, env = "ELICITD_REDIS_REPLICA_TIMEOUT_MS", default_value_t = 500)]
     pub redis_replica_timeout_ms: u64,
+    /// Default webhook endpoint per tenant: `tenant=https://…;tenant2=https://…`. Requests of
+    /// that tenant without a `webhookUrl` send their events there.
+    #[arg(long, env = "ELICITD_WEBHOOKS")]
+    pub webhooks: Option<String>,
+    /// Webhook signing secrets per tenant: `tenant:whsec_<base64>;…`, several per tenant
+    /// separated by `,` while rotating (each signs every message). A tenant needs one to use
+    /// webhooks at all.
+    #[arg(long, env = "ELICITD_WEBHOOK_SECRETS", hide_env_values = true)]
+    pub webhook_secrets: Option<String>,
+    /// Allow webhook targets on loopback, private, link-local and metadata addresses (tests,
+    /// private networks you trust). Off: such targets are refused at connect time.
+    #[arg(long, env = "ELICITD_WEBHOOK_ALLOW_PRIVATE", default_value_t = false)]
+    pub webhook_allow_private: bool,
+    /// Seconds between a delivery's attempts, the first usually 0 (comma-separated; the number
+    /// of entries is the number of attempts).
+    #[arg(
+        long,
+        env = "ELICITD_WEBHOOK_RETRY_SCHEDULE_SECS",
+        default_value = "0,5,300,1800,7200,18000,36000,36000"
+    )]
+    pub webhook_retry_schedule_secs: String,
+    /// Seconds a receiver has to answer one attempt (a 2xx in time = delivered).
+    #[arg(long, env = "ELICITD_WEBHOOK_TIMEOUT_SECS", default_value_t = 15)]
+    pub webhook_timeout_secs: u64,
+    /// Seconds a replica holds a delivery it is attempting; if it dies, another replica takes
+    /// the delivery over after this.
+    #[arg(long, env = "ELICITD_WEBHOOK_LEASE_SECS", default_value_t = 60)]
+    pub webhook_lease_secs: u64,
+    /// Attempts in flight at once per endpoint (host) on one replica.
+    #[arg(long, env = "ELICITD_WEBHOOK_CONCURRENCY", default_value_t = 8)]
+    pub webhook_concurrency: usize,
 }
 
 /// What to run (default: the HTTP server).
@@ -143,6 +174,7 @@ pub struct Config {
     pub redis_pool_size: usize,
     pub redis_replica_acks: u32,
     pub redis_replica_timeout: Duration,
+    pub webhooks: WebhookConfig,
     pub metrics_listen: Option<SocketAddr>,
     pub create_rate_per_sec: u32,
     pub review_failures_per_min: u32,
@@ -161,6 +193,107 @@ pub struct Config {
     pub min_expires_secs: u64,
 }
 
+/// Webhook settings (see the flags).
+#[derive(Debug, Clone)]
+pub struct WebhookConfig {
+    /// Default endpoint per tenant.
+    pub endpoints: HashMap<Tenant, String>,
+    /// Signing secrets per tenant (decoded `whsec_` values), newest first.
+    pub secrets: HashMap<Tenant, Vec<Vec<u8>>>,
+    pub allow_private: bool,
+    /// Wait before each attempt (the first usually 0).
+    pub schedule: Vec<Duration>,
+    pub timeout: Duration,
+    pub lease: Duration,
+    pub concurrency: usize,
+}
+
+impl WebhookConfig {
+    fn from_cli(cli: &Cli) -> Result<Self, ConfigError> {
+        use base64::{engine::general_purpose::STANDARD, Engine};
+        let mut secrets: HashMap<Tenant, Vec<Vec<u8>>> = HashMap::new();
+        for entry in list(cli.webhook_secrets.as_deref(), ';') {
+            let (tenant, values) = entry
+                .split_once(':')
+                .ok_or_else(|| bad("ELICITD_WEBHOOK_SECRETS entries must be tenant:whsec_…"))?;
+            let tenant = Tenant::new(tenant.trim()).map_err(bad)?;
+            for v in list(Some(values), ',') {
+                let key = v
+                    .strip_prefix("whsec_")
+                    .and_then(|b| STANDARD.decode(b).ok())
+                    .filter(|k| (24..=64).contains(&k.len()))
+                    .ok_or_else(|| {
+                        bad(format!(
+                            "ELICITD_WEBHOOK_SECRETS: the secret of tenant {tenant} must be \
+                             whsec_ followed by 24–64 bytes in base64"
+                        ))
+                    })?;
+                secrets.entry(tenant.clone()).or_default().push(key);
+            }
+        }
+        let mut endpoints = HashMap::new();
+        for entry in list(cli.webhooks.as_deref(), ';') {
+            let (tenant, url) = entry
+                .split_once('=')
+                .ok_or_else(|| bad("ELICITD_WEBHOOKS entries must be tenant=https://…"))?;
+            let tenant = Tenant::new(tenant.trim()).map_err(bad)?;
+            let url = url.trim();
+            crate::model::rules::webhook_url_problem(url).map_or(Ok(()), |p| {
+                Err(bad(format!("ELICITD_WEBHOOKS: {tenant}: {p}")))
+            })?;
+            if !secrets.contains_key(&tenant) {
+                return Err(bad(format!(
+                    "ELICITD_WEBHOOKS: tenant {tenant} has no signing secret in ELICITD_WEBHOOK_SECRETS"
+                )));
+            }
+            endpoints.insert(tenant, url.to_string());
+        }
+        let schedule = list(Some(&cli.webhook_retry_schedule_secs), ',')
+            .map(|s| s.parse::<u64>().map(Duration::from_secs))
+            .collect::<Result<Vec<_>, _>>()
+            .ok()
+            .filter(|v| (1..=20).contains(&v.len()))
+            .ok_or_else(|| {
+                bad("ELICITD_WEBHOOK_RETRY_SCHEDULE_SECS must be 1–20 comma-separated seconds")
+            })?;
+        if !(1..=300).contains(&cli.webhook_timeout_secs) {
+            return Err(bad("ELICITD_WEBHOOK_TIMEOUT_SECS must be 1–300"));
+        }
+        if !(1..=3600).contains(&cli.webhook_lease_secs)
+            || cli.webhook_lease_secs <= cli.webhook_timeout_secs
+        {
+            return Err(bad(
+                "ELICITD_WEBHOOK_LEASE_SECS must be 1–3600 and longer than the webhook timeout",
+            ));
+        }
+        if !(1..=1000).contains(&cli.webhook_concurrency) {
+            return Err(bad("ELICITD_WEBHOOK_CONCURRENCY must be 1–1000"));
+        }
+        Ok(WebhookConfig {
+            endpoints,
+            secrets,
+            allow_private: cli.webhook_allow_private,
+            schedule,
+            timeout: Duration::from_secs(cli.webhook_timeout_secs),
+            lease: Duration::from_secs(cli.webhook_lease_secs),
+            concurrency: cli.webhook_concurrency,
+        })
+    }
+
+    /// Whether any tenant can have webhooks (else no delivery worker runs).
+    pub fn enabled(&self) -> bool {
+        !self.secrets.is_empty()
+    }
+}
+
+/// Non-empty trimmed entries of a `sep`-separated list.
+fn list(v: Option<&str>, sep: char) -> impl Iterator<Item = &str> {
+    v.unwrap_or_default()
+        .split(sep)
+        .map(str::trim)
+        .filter(|e| !e.is_empty())
+}
+
 /// Why a configuration was refused.
 #[derive(Debug, thiserror::Error)]
 #[error("invalid configuration: {0}")]
@@ -173,6 +306,7 @@ fn bad(msg: impl Into<String>) -> ConfigError {
 impl Config {
     /// Validate the command line into a `Config`.
     pub fn from_cli(cli: Cli) -> Result<Self, ConfigError> {
+        let webhooks = WebhookConfig::from_cli(&cli)?;
         let public_url = match cli.public_url {
             Some(u) => u,
             None => format!("http://{}", cli.listen),
@@ -266,6 +400,7 @@ impl Config {
             redis_pool_size: cli.redis_pool_size,
             redis_replica_acks: cli.redis_replica_acks,
             redis_replica_timeout: Duration::from_millis(cli.redis_replica_timeout_ms),
+            webhooks,
             metrics_listen: cli.metrics_listen,
             create_rate_per_sec: cli.create_rate_per_sec,
             review_failures_per_min: cli.review_failures_per_min,

@@ -14,6 +14,8 @@
 //!   memory store.
 //! - [`wake`]: the per-replica waiter hub that wakes parked `await` calls.
 //! - [`limits`]: per-replica abuse limits (create rate, wrong review tokens).
+//! - [`delivery`]: webhook delivery (the worker emptying the outbox the transitions fill),
+//!   Standard Webhooks signing, the address guard.
 //! - [`service`]: the business layer, the only door for the adapters.
 //! - Adapters: [`api`] (REST, probes, OpenAPI), [`mcp`] (MCP over Streamable HTTP and stdio),
 //!   [`review`] (the human review page, askama templates in `templates/`).
@@ -22,6 +24,7 @@
 
 pub mod api;
 pub mod config;
+pub mod delivery;
 pub mod error;
 pub mod form;
 pub mod kinds;

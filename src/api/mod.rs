@@ -27,7 +27,7 @@ use crate::{
     error::Error,
     kinds::{CreateRequest, DecisionInput, Kind},
     service::{
-        out::{AuditOut, CreatedOut, ResultOut, StateOut, StatusOut},
+        out::{AuditOut, CreatedOut, DeliveriesOut, DeliveryOut, ResultOut, StateOut, StatusOut},
         Service,
     },
 };
@@ -47,6 +47,8 @@ fn documented() -> (Router<Service>, utoipa::openapi::OpenApi) {
         .routes(routes!(result))
         .routes(routes!(cancel))
         .routes(routes!(audit))
+        .routes(routes!(deliveries))
+        .routes(routes!(replay_delivery))
         .routes(routes!(decide))
         .split_for_parts();
     utoipa::Modify::modify(&docs::ErrorCodes, &mut doc);
@@ -226,6 +228,35 @@ async fn audit(
     Path(id): Path<String>,
 ) -> ApiResult<impl IntoResponse> {
     Ok(Json(s.audit(&t.0, &id).await?))
+}
+
+/// The request's webhook deliveries: one per event, with every attempt and the next one.
+#[utoipa::path(get, path = "/v1/elicitations/{id}/deliveries", tag = "elicitations",
+    params(("id" = String, Path, description = "elicitationId")), security(("bearer" = [])), responses(
+    (status = 200, body = DeliveriesOut), (status = 401, body = ErrorBody), (status = 404, body = ErrorBody),
+    (status = 503, body = ErrorBody)))]
+async fn deliveries(
+    State(s): State<Service>,
+    t: AgentTenant,
+    Path(id): Path<String>,
+) -> ApiResult<impl IntoResponse> {
+    Ok(Json(s.deliveries(&t.0, &id).await?))
+}
+
+/// Deliver a failed delivery again, from its first attempt.
+#[utoipa::path(post, path = "/v1/elicitations/{id}/deliveries/{deliveryId}/replay", tag = "elicitations",
+    params(("id" = String, Path, description = "elicitationId"), ("deliveryId" = String, Path, description = "the delivery's id (webhook-id)")),
+    security(("bearer" = [])), responses(
+    (status = 202, body = DeliveryOut), (status = 401, body = ErrorBody), (status = 404, body = ErrorBody),
+    (status = 409, body = ErrorBody, description = "not_decided: the delivery has not failed"),
+    (status = 503, body = ErrorBody)))]
+async fn replay_delivery(
+    State(s): State<Service>,
+    t: AgentTenant,
+    Path((id, delivery_id)): Path<(String, String)>,
+) -> ApiResult<impl IntoResponse> {
+    let d = s.replay_delivery(&t.0, &id, &delivery_id).await?;
+    Ok((StatusCode::ACCEPTED, Json(d)))
 }
 
 /// Reviewer decision (the review token is the capability; no API key).

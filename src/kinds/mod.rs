@@ -217,6 +217,13 @@ pub struct CreateRequest {
     /// 1–200 characters; the same tenant + key returns the first elicitation.
     #[schema(min_length = 1, max_length = 200)]
     pub idempotency_key: Option<String>,
+    /// Where to POST this request's events (Standard Webhooks: decided, canceled, consumed,
+    /// expired); default: the tenant's endpoint, if configured. The tenant needs a signing
+    /// secret (else 422).
+    #[schema(max_length = 2000)]
+    pub webhook_url: Option<String>,
+    /// Events carry the reviewer's answer (`data.result`), not just the status.
+    pub webhook_include_result: Option<bool>,
     /// Approval (form mode) and proposal: the MCP 2025-11-25 elicitation schema subset.
     #[schema(value_type = Option<Object>)]
     pub requested_schema: Option<Value>,
@@ -268,11 +275,13 @@ pub struct Bounds {
     pub max_expires_secs: u64,
 }
 
-/// A validated create: the spec to store plus the idempotency key.
+/// A validated create: the spec to store plus the idempotency key and the webhook choice.
 #[derive(Debug)]
 pub struct ValidCreate {
     pub spec: Spec,
     pub idempotency_key: Option<String>,
+    pub webhook_url: Option<String>,
+    pub webhook_include_result: bool,
 }
 
 /// Validate a create for `kind`: every problem is reported at once (400 with per-field
@@ -298,6 +307,13 @@ pub fn validate_create(
         .map_or((None, None), |l| (l.submit, l.decline));
     let labels = rules::check_labels(submit, decline, default_labels(kind), &mut errs);
     rules::check_idempotency_key(req.idempotency_key.as_deref(), &mut errs);
+    if let Some(p) = req
+        .webhook_url
+        .as_deref()
+        .and_then(rules::webhook_url_problem)
+    {
+        errs.push(FieldError::new("webhookUrl", p));
+    }
     let accepted = by_kind!(kind, K => K::CREATE_FIELDS);
     for field in req.kind_fields_present() {
         if !accepted.contains(&field) {
@@ -322,6 +338,8 @@ pub fn validate_create(
             expires_in_seconds,
         },
         idempotency_key: req.idempotency_key,
+        webhook_url: req.webhook_url,
+        webhook_include_result: req.webhook_include_result.unwrap_or(false),
     })
 }
 
@@ -484,6 +502,12 @@ macro_rules! mcp_create_args {
             /// the first elicitation instead of a new one.
             #[schemars(length(min = 1, max = $crate::model::rules::MAX_IDEMPOTENCY_KEY_CHARS))]
             pub idempotency_key: Option<String>,
+            /// Where to POST this request's events when it is decided, canceled, read or
+            /// expires (Standard Webhooks, signed); default: the tenant's endpoint, if any.
+            #[schemars(length(max = $crate::model::rules::MAX_URL_CHARS))]
+            pub webhook_url: Option<String>,
+            /// Events carry the reviewer's answer, not just the status.
+            pub webhook_include_result: Option<bool>,
             $($extra)*
         }
     };
@@ -520,6 +544,8 @@ macro_rules! mcp_common_request {
                 decline: l.decline,
             }),
             idempotency_key: $a.idempotency_key,
+            webhook_url: $a.webhook_url,
+            webhook_include_result: $a.webhook_include_result,
             ..Default::default()
         }
     };

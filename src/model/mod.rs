@@ -19,6 +19,10 @@ impl ElicitationId {
     pub fn random() -> Self {
         ElicitationId(uuid::Uuid::new_v4())
     }
+    /// The id as a number (picks its storage shard).
+    pub fn as_u128(self) -> u128 {
+        self.0.as_u128()
+    }
     /// Parse the canonical hyphenated form; `None` for anything else.
     pub fn parse(s: &str) -> Option<Self> {
         if s.len() != 36 {

@@ -79,6 +79,34 @@ pub fn uses_word(label: &str, words: &[&'static str]) -> Option<&'static str> {
         .copied()
 }
 
+/// Longest webhook URL.
+pub const MAX_URL_CHARS: usize = 2000;
+
+/// What is wrong with a webhook URL, if anything: it must be an absolute `http`/`https` URL
+/// with a host, without credentials or a fragment, at most [`MAX_URL_CHARS`]. (Where it points
+/// is checked when connecting: see `delivery::guard`.)
+pub fn webhook_url_problem(url: &str) -> Option<String> {
+    if url.len() > MAX_URL_CHARS {
+        return Some(format!("must be at most {MAX_URL_CHARS} characters"));
+    }
+    let Ok(uri) = url.parse::<http::Uri>() else {
+        return Some("must be an absolute http or https URL".into());
+    };
+    if !matches!(uri.scheme_str(), Some("http" | "https")) {
+        return Some("must be an absolute http or https URL".into());
+    }
+    match uri.authority() {
+        None => Some("must name a host".into()),
+        Some(a) if a.as_str().contains('@') => Some("must not carry credentials".into()),
+        Some(a) if a.host().is_empty() => Some("must name a host".into()),
+        Some(_) if url.contains('#') => Some("must not have a fragment".into()),
+        Some(_) if url.chars().any(|c| c.is_whitespace() || c.is_control()) => {
+            Some("must not contain spaces or control characters".into())
+        }
+        Some(_) => None,
+    }
+}
+
 /// Number of characters (not bytes).
 pub fn chars(s: &str) -> usize {
     s.chars().count()
@@ -280,6 +308,23 @@ mod tests {
             None,
             "disapprove is not approve"
         );
+    }
+
+    #[test]
+    fn webhook_urls() {
+        for ok in ["https://hooks.example.com/x?y=1", "http://10.0.0.1:8080/h"] {
+            assert_eq!(webhook_url_problem(ok), None, "{ok}");
+        }
+        for bad in [
+            "ftp://x/y",
+            "https://",
+            "/relative",
+            "https://user:pw@host/x",
+            "https://host/x#frag",
+            "javascript:alert(1)",
+        ] {
+            assert!(webhook_url_problem(bad).is_some(), "{bad}");
+        }
     }
 
     #[test]

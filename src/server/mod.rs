@@ -62,7 +62,16 @@ pub async fn build(config: Config) -> Result<Service, Box<dyn std::error::Error 
         }
         None => Arc::new(MemoryStore::new(hub.clone(), config.retention)),
     };
-    Ok(Service::new(config, store, hub))
+    let nudge = Arc::new(tokio::sync::Notify::new());
+    if config.webhooks.enabled() {
+        crate::delivery::Deliverer::spawn(
+            store.clone(),
+            config.webhooks.clone(),
+            nudge.clone(),
+            hub.shutdown_token().clone(),
+        )?;
+    }
+    Ok(Service::new(config, store, hub, nudge))
 }
 
 /// The complete HTTP application of one replica. `/metrics` is included unless the config

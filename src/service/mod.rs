@@ -6,17 +6,20 @@ pub mod out;
 
 use std::{net::IpAddr, sync::Arc, time::Duration};
 
-use tokio::time::Instant;
+use tokio::{sync::Notify, time::Instant};
 use tokio_util::sync::CancellationToken;
 
-use self::out::{AuditOut, CreatedOut, Decided, ResultOut, Review, StateOut, StatusOut};
+use self::out::{
+    AuditOut, CreatedOut, Decided, DeliveriesOut, DeliveryOut, ResultOut, Review, StateOut,
+    StatusOut,
+};
 use crate::{
     config::Config,
     error::{Error, Result},
     kinds::{self, Bounds, CreateRequest, DecisionInput, Kind, Outcome, Spec, ValidCreate},
     limits::Limits,
     model::{rfc3339, rules, ElicitationId, Status, Tenant},
-    store::{DecideReply, Idempotency, NewRecord, ReviewRecord, Store},
+    store::{DecideReply, Idempotency, NewRecord, ReviewRecord, Store, WebhookTarget},
     token,
     wake::Hub,
 };
@@ -34,6 +37,8 @@ pub struct Service {
     store: Arc<dyn Store>,
     hub: Arc<Hub>,
     limits: Arc<Limits>,
+    /// Tells this replica's delivery worker that a transition wrote a webhook event.
+    nudge: Arc<Notify>,
 }
 
 /// Count a refused operation by its error code (server-side failures are counted by the store).
@@ -76,7 +81,13 @@ fn refusal_error(status: Status) -> Error {
 }
 
 impl Service {
-    pub fn new(config: Arc<Config>, store: Arc<dyn Store>, hub: Arc<Hub>) -> Self {
+    /// The service over `store`; `nudge` reaches this replica's webhook delivery worker.
+    pub fn new(
+        config: Arc<Config>,
+        store: Arc<dyn Store>,
+        hub: Arc<Hub>,
+        nudge: Arc<Notify>,
+    ) -> Self {
         let limits = Arc::new(Limits::new(
             config.create_rate_per_sec,
             config.review_failures_per_min,
@@ -86,6 +97,7 @@ impl Service {
             store,
             hub,
             limits,
+            nudge,
         }
     }
 
@@ -171,7 +183,10 @@ impl Service {
         let ValidCreate {
             spec,
             idempotency_key,
+            webhook_url,
+            webhook_include_result,
         } = kinds::validate_create(kind, req, bounds)?;
+        let webhook = self.webhook_target(tenant, webhook_url, webhook_include_result)?;
         let spec_json = serde_json::to_string(&spec).map_err(Error::internal)?;
         if spec_json.len() > rules::MAX_RECORD_BYTES {
             return Err(Error::PayloadTooLarge(format!(
@@ -199,6 +214,7 @@ impl Service {
                 token_hash: token::token_hash(&review_token),
                 token_salt: salt,
                 idempotency,
+                webhook,
             })
             .await?;
         if !created.replayed {
@@ -227,6 +243,79 @@ impl Service {
             review_url: self.review_url(&review_token),
             expires_at: rfc3339(created.expires_ms),
         })
+    }
+
+    /// Where this request's events go: its `webhookUrl` (the tenant needs a signing secret:
+    /// 422 otherwise, and a literal non-public address is 422 unless allowed), else the
+    /// tenant's default endpoint, else nowhere.
+    fn webhook_target(
+        &self,
+        tenant: &Tenant,
+        url: Option<String>,
+        include_result: bool,
+    ) -> Result<Option<WebhookTarget>> {
+        let hooks = &self.config.webhooks;
+        let url = match url {
+            Some(url) => {
+                let problem = if !hooks.secrets.contains_key(tenant) {
+                    Some(
+                        "this tenant has no webhook signing secret (ELICITD_WEBHOOK_SECRETS)"
+                            .to_string(),
+                    )
+                } else {
+                    crate::delivery::guard::literal_problem(&url, hooks.allow_private)
+                };
+                if let Some(p) = problem {
+                    return Err(Error::invalid_decision(vec![
+                        crate::error::FieldError::new("webhookUrl", p),
+                    ]));
+                }
+                url
+            }
+            None => match hooks.endpoints.get(tenant) {
+                Some(default) => default.clone(),
+                None => return Ok(None),
+            },
+        };
+        Ok(Some(WebhookTarget {
+            url,
+            include_result,
+        }))
+    }
+
+    /// A record's webhook deliveries, with their attempts.
+    pub async fn deliveries(&self, tenant: &Tenant, id: &str) -> Result<DeliveriesOut> {
+        refused(
+            "deliveries",
+            async {
+                let id = parse_id(id)?;
+                let list = self.store.deliveries(tenant, id).await?;
+                Ok(DeliveriesOut {
+                    elicitation_id: id.to_string(),
+                    deliveries: list.into_iter().map(DeliveryOut::from).collect(),
+                })
+            }
+            .await,
+        )
+    }
+
+    /// Deliver a failed delivery again (`not_decided` if it has not failed).
+    pub async fn replay_delivery(
+        &self,
+        tenant: &Tenant,
+        id: &str,
+        delivery_id: &str,
+    ) -> Result<DeliveryOut> {
+        refused(
+            "replay",
+            async {
+                let id = parse_id(id)?;
+                let d = self.store.replay_delivery(tenant, id, delivery_id).await?;
+                self.nudge.notify_one();
+                Ok(DeliveryOut::from(d))
+            }
+            .await,
+        )
     }
 
     pub async fn status(&self, tenant: &Tenant, id: &str) -> Result<StatusOut> {
@@ -314,6 +403,7 @@ impl Service {
 
     async fn result_inner(&self, tenant: &Tenant, id: &str) -> Result<ResultOut> {
         let r = self.store.consume(tenant, parse_id(id)?).await?;
+        self.nudge.notify_one();
         let spec: Spec = decode("spec", &r.spec_json)?;
         let outcome: Outcome = decode("outcome", &r.outcome_json)?;
         Ok(ResultOut {
@@ -335,6 +425,7 @@ impl Service {
     async fn cancel_inner(&self, tenant: &Tenant, id: &str) -> Result<StateOut> {
         if self.store.cancel(tenant, parse_id(id)?).await? {
             metrics::counter!("elicitd_decisions_total", "outcome" => "canceled").increment(1);
+            self.nudge.notify_one();
         }
         Ok(StateOut {
             status: Status::Canceled,
@@ -423,6 +514,7 @@ impl Service {
             DecideReply::Recorded { status, .. } => {
                 metrics::counter!("elicitd_decisions_total", "outcome" => status.as_str())
                     .increment(1);
+                self.nudge.notify_one();
                 Ok(Decided::Recorded(status))
             }
             DecideReply::Refused {

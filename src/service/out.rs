@@ -8,7 +8,7 @@ use serde_json::value::RawValue;
 use crate::{
     kinds::{Answer, Kind, Outcome, Spec},
     model::{rfc3339, Decision, ElicitationId, Status},
-    store::{AuditEvent, StatusView},
+    store::{AuditEvent, Delivery, DeliveryState, StatusView},
 };
 
 /// Answer to a create.
@@ -78,6 +78,9 @@ pub struct AuditEventOut {
     pub actor: String,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub decision: Option<String>,
+    /// The webhook delivery a `webhook_delivered` / `webhook_failed` entry is about.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub delivery: Option<String>,
 }
 
 impl From<AuditEvent> for AuditEventOut {
@@ -87,8 +90,74 @@ impl From<AuditEvent> for AuditEventOut {
             at: rfc3339(e.at),
             actor: e.actor,
             decision: e.decision,
+            delivery: e.delivery,
         }
     }
+}
+
+/// One attempt at a webhook delivery.
+#[derive(Debug, Clone, Serialize, utoipa::ToSchema, schemars::JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct AttemptOut {
+    pub at: String,
+    /// The receiver's HTTP status, if it answered.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub status: Option<u16>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+    pub duration_ms: u64,
+}
+
+/// One webhook event and its delivery.
+#[derive(Debug, Clone, Serialize, utoipa::ToSchema, schemars::JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct DeliveryOut {
+    /// The `webhook-id` (stable across attempts).
+    pub id: String,
+    /// `elicitation.submitted`, `.declined`, `.canceled`, `.consumed` or `.expired`.
+    #[serde(rename = "type")]
+    pub event: String,
+    pub url: String,
+    /// pending, delivered or failed.
+    pub state: DeliveryState,
+    pub created_at: String,
+    pub attempts: Vec<AttemptOut>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub next_attempt_at: Option<String>,
+}
+
+impl From<Delivery> for DeliveryOut {
+    fn from(d: Delivery) -> Self {
+        DeliveryOut {
+            event: format!("elicitation.{}", d.event),
+            url: d.url,
+            state: d.state,
+            created_at: rfc3339(d.event_ms),
+            next_attempt_at: (d.state == DeliveryState::Pending)
+                .then_some(d.next_at)
+                .flatten()
+                .map(rfc3339),
+            attempts: d
+                .attempts
+                .into_iter()
+                .map(|a| AttemptOut {
+                    at: rfc3339(a.at),
+                    status: a.status,
+                    error: a.error,
+                    duration_ms: a.duration_ms,
+                })
+                .collect(),
+            id: d.id,
+        }
+    }
+}
+
+/// Answer to deliveries.
+#[derive(Debug, Clone, Serialize, utoipa::ToSchema, schemars::JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct DeliveriesOut {
+    pub elicitation_id: String,
+    pub deliveries: Vec<DeliveryOut>,
 }
 
 /// Answer to audit.

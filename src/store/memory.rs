@@ -1,6 +1,7 @@
 //! In-process store: the same contract as Redis for one process (the default without
-//! `ELICITD_REDIS_URL`). One mutex guards all records, so every transition is atomic; the
-//! process clock is the only clock. A sweeper drops records at `expires + retention`.
+//! `ELICITD_REDIS_URL`). One mutex guards all records, so every transition — with its webhook
+//! event, the outbox — is atomic; the process clock is the only clock. A sweeper drops records
+//! (and their deliveries) at `expires + retention`.
 
 use std::{
     collections::HashMap,
@@ -11,8 +12,8 @@ use std::{
 use async_trait::async_trait;
 
 use super::{
-    agent_actor, AuditEvent, Created, DecideReply, NewRecord, ResultRecord, ReviewRecord,
-    StatusView, Store, REVIEWER,
+    agent_actor, event_id, AuditEvent, Created, DecideReply, Delivery, DeliveryState, NewRecord,
+    ResultRecord, ReviewRecord, StatusView, Store, WebhookTarget, REVIEWER,
 };
 use crate::{
     error::{Error, Result},
@@ -35,6 +36,9 @@ struct Record {
     decided_ms: Option<i64>,
     audit: Vec<AuditEvent>,
     fetches: u64,
+    webhook: Option<WebhookTarget>,
+    /// Delivery ids, oldest first.
+    deliveries: Vec<String>,
 }
 
 #[derive(Default)]
@@ -43,6 +47,44 @@ struct Inner {
     by_token: HashMap<String, ElicitationId>,
     /// (tenant, key hash) → (id, fingerprint)
     idem: HashMap<(Tenant, String), (ElicitationId, String)>,
+    /// Every delivery by id (the queue is their `next_at`).
+    deliveries: HashMap<String, Delivery>,
+}
+
+impl Inner {
+    /// The outbox: write the webhook event of a transition of `id` (see `lua/outbox.lua`).
+    fn event(&mut self, id: ElicitationId, event: &str, now: i64) {
+        let Some(r) = self.records.get_mut(&id) else {
+            return;
+        };
+        let Some(target) = r.webhook.clone() else {
+            return;
+        };
+        let did = event_id(id, event);
+        if self.deliveries.contains_key(&did) {
+            return;
+        }
+        r.deliveries.push(did.clone());
+        self.deliveries.insert(
+            did.clone(),
+            Delivery {
+                id: did,
+                elicitation_id: id.to_string(),
+                event: event.to_string(),
+                kind: r.kind.as_str().to_string(),
+                tenant: r.tenant.to_string(),
+                url: target.url,
+                include_result: target.include_result,
+                event_ms: now,
+                decided_ms: r.decided_ms,
+                state: DeliveryState::Pending,
+                next_at: Some(now),
+                attempts: Vec::new(),
+                lease: None,
+                replays: None,
+            },
+        );
+    }
 }
 
 /// The in-memory store.
@@ -82,9 +124,14 @@ fn spawn_sweeper(inner: Weak<Mutex<Inner>>, retention_ms: i64) {
                     records,
                     by_token,
                     idem,
+                    deliveries,
                 } = &mut *g;
                 by_token.retain(|_, id| records.contains_key(id));
                 idem.retain(|_, (id, _)| records.contains_key(id));
+                deliveries.retain(|_, d| {
+                    ElicitationId::parse(&d.elicitation_id)
+                        .is_some_and(|id| records.contains_key(&id))
+                });
             }
         });
     }
@@ -152,7 +199,10 @@ impl Store for MemoryStore {
                     at: now,
                     actor: agent_actor(&rec.tenant),
                     decision: None,
+                    delivery: None,
                 }],
+                webhook: rec.webhook,
+                deliveries: Vec::new(),
                 tenant: rec.tenant,
                 kind: rec.kind,
                 spec_json: rec.spec_json,
@@ -241,7 +291,9 @@ impl Store for MemoryStore {
             at: now,
             actor: REVIEWER.into(),
             decision: Some(decision.as_str().into()),
+            delivery: None,
         });
+        g.event(id, decision.as_str(), now);
         drop(g);
         self.hub.wake(id);
         Ok(DecideReply::Recorded {
@@ -266,7 +318,9 @@ impl Store for MemoryStore {
             at: now,
             actor: agent_actor(tenant),
             decision: None,
+            delivery: None,
         });
+        g.event(id, "canceled", now);
         drop(g);
         self.hub.wake(id);
         Ok(true)
@@ -294,9 +348,13 @@ impl Store for MemoryStore {
                 at: now,
                 actor: agent_actor(tenant),
                 decision: None,
+                delivery: None,
             });
         }
         let spec_json = r.spec_json.clone();
+        if first {
+            g.event(id, "consumed", now);
+        }
         drop(g);
         if first {
             self.hub.wake(id);
@@ -330,11 +388,153 @@ impl Store for MemoryStore {
             at: now,
             actor: REVIEWER.into(),
             decision: None,
+            delivery: None,
         });
         Ok(())
     }
 
     async fn ready(&self) -> Result<()> {
         Ok(())
+    }
+
+    fn shards(&self) -> u16 {
+        1
+    }
+
+    async fn sweep_deadlines(&self, _shard: u16) -> Result<usize> {
+        let now = local_now_ms();
+        let mut g = self.lock();
+        let due: Vec<ElicitationId> = g
+            .records
+            .iter()
+            .filter(|(id, r)| {
+                r.webhook.is_some()
+                    && r.status == Status::Pending
+                    && now >= r.expires_ms
+                    && !g.deliveries.contains_key(&event_id(**id, "expired"))
+            })
+            .map(|(id, _)| *id)
+            .collect();
+        for id in &due {
+            g.event(*id, "expired", now);
+        }
+        Ok(due.len())
+    }
+
+    async fn claim_deliveries(
+        &self,
+        _shard: u16,
+        lease: Duration,
+        max: usize,
+    ) -> Result<Vec<Delivery>> {
+        let now = local_now_ms();
+        let token = crate::token::random_b64(12);
+        let mut g = self.lock();
+        let mut due: Vec<&mut Delivery> = g
+            .deliveries
+            .values_mut()
+            .filter(|d| d.state == DeliveryState::Pending && d.next_at.is_some_and(|t| t <= now))
+            .collect();
+        due.sort_by_key(|d| d.next_at);
+        Ok(due
+            .into_iter()
+            .take(max)
+            .map(|d| {
+                d.lease = Some(token.clone());
+                // Leased: due again when the lease runs out (the worker died).
+                let out = d.clone();
+                d.next_at = Some(now + lease.as_millis() as i64);
+                out
+            })
+            .collect())
+    }
+
+    async fn finish_delivery(
+        &self,
+        delivery: &Delivery,
+        next_at: Option<i64>,
+        audit: Option<AuditEvent>,
+    ) -> Result<bool> {
+        let mut g = self.lock();
+        let Some(current) = g.deliveries.get_mut(&delivery.id) else {
+            return Ok(false);
+        };
+        if current.lease != delivery.lease {
+            return Ok(false);
+        }
+        *current = Delivery {
+            next_at,
+            ..delivery.clone()
+        };
+        if let (Some(a), Some(id)) = (audit, ElicitationId::parse(&delivery.elicitation_id)) {
+            if let Some(r) = g.records.get_mut(&id) {
+                r.audit.push(a);
+            }
+        }
+        Ok(true)
+    }
+
+    async fn deliveries(&self, tenant: &Tenant, id: ElicitationId) -> Result<Vec<Delivery>> {
+        let now = local_now_ms();
+        let mut g = self.lock();
+        let ids = owned(&mut g, tenant, &id, self.retention_ms, now)?
+            .deliveries
+            .clone();
+        Ok(ids
+            .iter()
+            .filter_map(|d| g.deliveries.get(d).cloned())
+            .collect())
+    }
+
+    async fn replay_delivery(
+        &self,
+        tenant: &Tenant,
+        id: ElicitationId,
+        delivery_id: &str,
+    ) -> Result<Delivery> {
+        let now = local_now_ms();
+        let mut g = self.lock();
+        let mine = owned(&mut g, tenant, &id, self.retention_ms, now)?
+            .deliveries
+            .iter()
+            .any(|d| d == delivery_id);
+        let d = g
+            .deliveries
+            .get_mut(delivery_id)
+            .filter(|_| mine)
+            .ok_or(Error::NotFound)?;
+        if d.state != DeliveryState::Failed {
+            return Err(Error::NotDecided);
+        }
+        d.state = DeliveryState::Pending;
+        d.next_at = Some(now);
+        d.lease = None;
+        d.replays = Some(d.replays.unwrap_or(0) + 1);
+        Ok(d.clone())
+    }
+
+    async fn queue_stats(&self) -> Result<(u64, Option<i64>)> {
+        let g = self.lock();
+        let pending = g
+            .deliveries
+            .values()
+            .filter(|d| d.state == DeliveryState::Pending);
+        let (n, oldest) = pending.fold((0u64, None::<i64>), |(n, o), d| {
+            (
+                n + 1,
+                match (o, d.next_at) {
+                    (Some(a), Some(b)) => Some(a.min(b)),
+                    (a, b) => a.or(b),
+                },
+            )
+        });
+        Ok((n, oldest))
+    }
+
+    async fn outcome_of(&self, id: ElicitationId) -> Result<Option<(String, String)>> {
+        let g = self.lock();
+        Ok(g.records
+            .get(&id)
+            .and_then(|r| r.outcome_json.clone().map(|o| (r.spec_json.clone(), o))))
     }
 }

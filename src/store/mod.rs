@@ -29,6 +29,15 @@ pub struct Idempotency {
     pub fingerprint: String,
 }
 
+/// Where a record's webhook events go (chosen at create: the request's `webhookUrl`, else the
+/// tenant's default endpoint).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WebhookTarget {
+    pub url: String,
+    /// Events carry the reviewer's answer (else the receiver calls `result`).
+    pub include_result: bool,
+}
+
 /// Everything the store needs to create a record.
 #[derive(Debug, Clone)]
 pub struct NewRecord {
@@ -41,6 +50,7 @@ pub struct NewRecord {
     pub token_hash: String,
     pub token_salt: String,
     pub idempotency: Option<Idempotency>,
+    pub webhook: Option<WebhookTarget>,
 }
 
 /// The answer to a create (or the first create, when replayed by idempotency key).
@@ -113,15 +123,92 @@ pub struct ResultRecord {
 /// One audit entry.
 #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct AuditEvent {
-    /// created, viewed, decided, canceled, fetched.
+    /// created, viewed, decided, canceled, fetched, webhook_delivered, webhook_failed.
     #[serde(rename = "type")]
     pub kind: String,
     /// Epoch milliseconds, store clock.
     pub at: i64,
-    /// `agent:<tenant>` or `reviewer`.
+    /// `agent:<tenant>`, `reviewer` or `elicitd` (webhook outcomes).
     pub actor: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub decision: Option<String>,
+    /// The webhook delivery a `webhook_*` entry is about.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub delivery: Option<String>,
+}
+
+/// Where a webhook delivery stands.
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    serde::Serialize,
+    serde::Deserialize,
+    utoipa::ToSchema,
+    schemars::JsonSchema,
+)]
+#[serde(rename_all = "lowercase")]
+pub enum DeliveryState {
+    /// Waiting for its next attempt (or being attempted, under a lease).
+    Pending,
+    Delivered,
+    /// Given up: the schedule ran out, or the receiver answered 410 Gone.
+    Failed,
+}
+
+/// One attempt at a delivery.
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Attempt {
+    /// Epoch milliseconds when the attempt started (this replica's clock).
+    pub at: i64,
+    /// The receiver's HTTP status, if it answered.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub status: Option<u16>,
+    /// Why it failed without an answer (timeout, refused address, …).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+    pub duration_ms: u64,
+}
+
+/// One webhook event of one record and its delivery (a Standard Webhooks message: `id` is the
+/// `webhook-id`, stable across attempts). Written by the transition that caused it (the
+/// transactional outbox); the store keeps it as JSON.
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Delivery {
+    pub id: String,
+    pub elicitation_id: String,
+    /// submitted, declined, canceled, consumed, expired.
+    #[serde(rename = "type")]
+    pub event: String,
+    pub kind: String,
+    pub tenant: String,
+    pub url: String,
+    pub include_result: bool,
+    /// When the transition happened (store clock).
+    pub event_ms: i64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub decided_ms: Option<i64>,
+    pub state: DeliveryState,
+    /// When the next attempt is due (pending only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub next_at: Option<i64>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub attempts: Vec<Attempt>,
+    /// The claiming worker's lease token (while an attempt runs).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lease: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub replays: Option<u32>,
+}
+
+/// The delivery id (`webhook-id`) of a record's event: one per transition, ever.
+pub fn event_id(id: ElicitationId, event: &str) -> String {
+    let h = crate::token::sha256_hex(format!("{id}:{event}").as_bytes());
+    format!("msg_{}", &h[..24])
 }
 
 /// The storage contract (see module docs).
@@ -153,6 +240,43 @@ pub trait Store: Send + Sync + 'static {
     async fn record_view(&self, id: ElicitationId, token_hash: &str) -> Result<()>;
     /// Ready to serve (Redis: a script call answers and the subscriber is connected).
     async fn ready(&self) -> Result<()>;
+
+    // --- webhook deliveries (the outbox written by the transitions) ---
+
+    /// How many delivery shards a worker polls (Redis: one per hash tag; memory: 1).
+    fn shards(&self) -> u16;
+    /// Emit the `expired` event of every record in `shard` whose deadline passed undecided
+    /// (once across the fleet); the number emitted.
+    async fn sweep_deadlines(&self, shard: u16) -> Result<usize>;
+    /// Claim up to `max` due deliveries of `shard` for `lease` (see `lua/claim.lua`).
+    async fn claim_deliveries(
+        &self,
+        shard: u16,
+        lease: std::time::Duration,
+        max: usize,
+    ) -> Result<Vec<Delivery>>;
+    /// Store a delivery after an attempt: due again at `next_at`, or done (`None`); `audit`
+    /// goes to the record's trail. `false` when the lease was lost (nothing written).
+    async fn finish_delivery(
+        &self,
+        delivery: &Delivery,
+        next_at: Option<i64>,
+        audit: Option<AuditEvent>,
+    ) -> Result<bool>;
+    /// A record's deliveries, oldest first.
+    async fn deliveries(&self, tenant: &Tenant, id: ElicitationId) -> Result<Vec<Delivery>>;
+    /// Deliver a failed delivery again: `not_decided` unless it failed.
+    async fn replay_delivery(
+        &self,
+        tenant: &Tenant,
+        id: ElicitationId,
+        delivery_id: &str,
+    ) -> Result<Delivery>;
+    /// The spec and outcome of a record (for events that include the result), if it is still
+    /// there and decided.
+    async fn outcome_of(&self, id: ElicitationId) -> Result<Option<(String, String)>>;
+    /// Deliveries waiting (due or leased) across all shards, and the earliest due time.
+    async fn queue_stats(&self) -> Result<(u64, Option<i64>)>;
 }
 
 /// The actor string of an agent.

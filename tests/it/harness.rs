@@ -11,6 +11,7 @@ use std::{
 
 pub mod browser;
 pub mod prereq;
+pub mod receiver;
 pub mod topology;
 
 use elicitd::{config::Config, server, service::Service};

@@ -19,3 +19,4 @@ mod review_escaping;
 mod review_page;
 mod topology_drills;
 mod wake;
+mod webhooks;

@@ -196,6 +196,11 @@ const ROUTES: &[(&str, &str)] = &[
     ("post", "/v1/elicitations/{id}/result"),
     ("post", "/v1/elicitations/{id}/cancel"),
     ("get", "/v1/elicitations/{id}/audit"),
+    ("get", "/v1/elicitations/{id}/deliveries"),
+    (
+        "post",
+        "/v1/elicitations/{id}/deliveries/{deliveryId}/replay",
+    ),
     ("post", "/v1/reviews/{token}"),
 ];
 
@@ -237,10 +242,7 @@ async fn openapi_matches_the_served_routes() {
     let mut want: Vec<&str> = elicitd::error::TABLE.iter().map(|r| r.code).collect();
     want.dedup();
     assert_eq!(codes, &serde_json::json!(want));
-    assert!(
-        want.contains(&"forbidden") && want.len() == 12,
-        "{want:?}"
-    );
+    assert!(want.contains(&"forbidden") && want.len() == 12, "{want:?}");
 
     // Every documented route is served (a real handler answers, not the router's fallback).
     let api = Api::new(base, ACME_KEY);
@@ -248,7 +250,9 @@ async fn openapi_matches_the_served_routes() {
     for (method, path) in ROUTES {
         let url = format!(
             "{base}{}",
-            path.replace("{id}", &c.id).replace("{token}", &c.token)
+            path.replace("{id}", &c.id)
+                .replace("{token}", &c.token)
+                .replace("{deliveryId}", "msg_nope")
         );
         let req = match *method {
             "get" => api.http.get(&url),

@@ -189,7 +189,8 @@ async fn keys_share_a_hash_tag_and_expire_after_retention() {
         .unwrap();
     let keys: Vec<&str> = keys.lines().collect();
     assert_eq!(keys.len(), 4, "{keys:?}");
-    let record = format!("{}:e:{{{}}}", f.prefix, c.id);
+    let k = elicitd::store::redis::keys::Keys::new(&f.prefix);
+    let record = k.record(elicitd::model::ElicitationId::parse(&c.id).unwrap());
     assert!(keys.contains(&record.as_str()));
     assert!(keys.contains(&format!("{record}:audit").as_str()));
     let retention_ms = f.apps[0].service.config().retention.as_millis() as i64;
@@ -290,10 +291,11 @@ async fn a_page_post_reads_the_request_once() {
     let page = post_form(&api, &c.token, &pairs, &headers).await;
     assert_eq!(page.status, 303, "{}", page.html);
     let s = stats();
-    // Commands run inside scripts count too: read.lua and decide.lua each run one HMGET.
+    // Commands run inside scripts count too: read.lua runs one HMGET, decide.lua two (the
+    // record, then its webhook target in the outbox step).
     assert_eq!(calls(&s, "get"), 1, "one token lookup: {s:?}");
     assert_eq!(calls(&s, "evalsha"), 2, "read.lua + decide.lua: {s:?}");
-    assert_eq!(calls(&s, "hmget"), 2, "{s:?}");
+    assert_eq!(calls(&s, "hmget"), 3, "{s:?}");
 
     // Decided before the post was read: the state page, from that one read.
     let c = api.approval().await;
@@ -348,25 +350,38 @@ async fn a_re_sent_decide_answers_recorded_not_already_decided() {
     let redis = f.redis.as_ref().unwrap();
     let api = f.acme();
     let c = api.approval().await;
-    let record = format!("{}:e:{{{}}}", f.prefix, c.id);
+    let id = elicitd::model::ElicitationId::parse(&c.id).unwrap();
+    let k = elicitd::store::redis::keys::Keys::new(&f.prefix);
+    let shard = elicitd::store::redis::keys::shard_of(id);
+    let did = elicitd::store::event_id(id, "submitted");
+    let record = k.record(id);
     let hash = redis
         .cli(&["--raw", "HGET", &record, "token_hash"])
         .expect("token hash");
-    let script = include_str!("../../lua/decide.lua");
+    let script = concat!(
+        include_str!("../../lua/outbox.lua"),
+        include_str!("../../lua/decide.lua")
+    );
     let run = |nonce: &str| {
         redis
             .cli(&[
                 "--raw",
                 "EVAL",
                 script,
-                "2",
+                "6",
                 &record,
-                &format!("{record}:audit"),
+                &k.audit(id),
+                &k.due(shard),
+                &k.deadlines(shard),
+                &k.deliveries(id),
+                &k.delivery(shard, &did),
                 &hash,
                 "submitted",
                 r#"{"decision":"submitted"}"#,
                 "reviewer",
                 nonce,
+                &c.id,
+                &did,
             ])
             .expect("eval")
     };

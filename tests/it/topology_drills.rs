@@ -19,9 +19,11 @@ use crate::harness::{
     Api, Created, Fixture, StoreKind,
 };
 
-/// The hash slot of an elicitation's keys (its id is the hash tag).
+/// The hash slot of an elicitation's keys (its shard's hash tag).
 fn slot_of(id: &str) -> u16 {
-    redis_keyslot(id.as_bytes())
+    let id = elicitd::model::ElicitationId::parse(id).expect("an id");
+    let record = elicitd::store::redis::keys::Keys::new("any").record(id);
+    redis_keyslot(record.as_bytes())
 }
 
 /// Create approvals until `n` of them live on `want(slot)`.
@@ -220,7 +222,11 @@ async fn failover_drill(kind: StoreKind, acks: u32) -> Drill {
     }
     let filler = tempfile::NamedTempFile::new().unwrap();
     std::fs::write(filler.path(), vec![b'x'; 16 << 20]).unwrap();
-    let key = format!("filler:{{{}}}", items[0].id);
+    // A key in the slot of the items' shard, so it lands on their primary.
+    let shard = elicitd::store::redis::keys::shard_of(
+        elicitd::model::ElicitationId::parse(&items[0].id).unwrap(),
+    );
+    let key = format!("filler:{{s{shard:02}}}");
     let out = Command::new("redis-cli")
         .args(["-p", &nodes[primary].port.to_string(), "-x", "SET", &key])
         .stdin(std::fs::File::open(filler.path()).unwrap())

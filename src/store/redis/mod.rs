@@ -39,8 +39,8 @@ use self::{
     subscriber::Subscriber,
 };
 use super::{
-    agent_actor, AuditEvent, Created, DecideReply, NewRecord, ResultRecord, ReviewRecord,
-    StatusView, Store, MAX_AUDIT_FOR_VIEWS, REVIEWER,
+    agent_actor, event_id, AuditEvent, Created, DecideReply, Delivery, NewRecord, ResultRecord,
+    ReviewRecord, StatusView, Store, MAX_AUDIT_FOR_VIEWS, REVIEWER,
 };
 use crate::{
     error::{Error, Result},
@@ -50,7 +50,7 @@ use crate::{
     wake::Hub,
 };
 
-/// The transition scripts (`lua/`), compiled in.
+/// The scripts (`lua/`), compiled in. Those that make a transition start with `outbox.lua`.
 struct Scripts {
     create: Script,
     decide: Script,
@@ -58,17 +58,37 @@ struct Scripts {
     consume: Script,
     view: Script,
     ready: Script,
+    due: Script,
+    expire: Script,
+    claim: Script,
+    finish: Script,
+    replay: Script,
+}
+
+/// A transition script: the outbox function, then the script.
+macro_rules! with_outbox {
+    ($file:literal) => {
+        Script::from_lua(concat!(
+            include_str!("../../../lua/outbox.lua"),
+            include_str!(concat!("../../../lua/", $file))
+        ))
+    };
 }
 
 impl Scripts {
     fn new() -> Self {
         Scripts {
             create: Script::from_lua(include_str!("../../../lua/create.lua")),
-            decide: Script::from_lua(include_str!("../../../lua/decide.lua")),
-            cancel: Script::from_lua(include_str!("../../../lua/cancel.lua")),
-            consume: Script::from_lua(include_str!("../../../lua/consume.lua")),
+            decide: with_outbox!("decide.lua"),
+            cancel: with_outbox!("cancel.lua"),
+            consume: with_outbox!("consume.lua"),
             view: Script::from_lua(include_str!("../../../lua/view.lua")),
             ready: Script::from_lua(include_str!("../../../lua/ready.lua")),
+            due: Script::from_lua(include_str!("../../../lua/due.lua")),
+            expire: with_outbox!("expire.lua"),
+            claim: Script::from_lua(include_str!("../../../lua/claim.lua")),
+            finish: Script::from_lua(include_str!("../../../lua/finish.lua")),
+            replay: Script::from_lua(include_str!("../../../lua/replay.lua")),
         }
     }
 }
@@ -205,6 +225,30 @@ impl RedisStore {
         Ok((now, Row::new(&fields, values)?))
     }
 
+    /// KEYS of a transition script: record, audit, and the outbox keys of its `event`.
+    fn transition_keys(&self, id: ElicitationId, event: &str) -> Vec<String> {
+        let shard = keys::shard_of(id);
+        vec![
+            self.keys.record(id),
+            self.keys.audit(id),
+            self.keys.due(shard),
+            self.keys.deadlines(shard),
+            self.keys.deliveries(id),
+            self.keys.delivery(shard, &event_id(id, event)),
+        ]
+    }
+
+    /// Members of a shard's sorted set that are due (Redis clock), earliest first.
+    async fn due_members(&self, key: String, max: usize) -> Result<Vec<String>> {
+        let out: Vec<String> = self
+            .scripts
+            .due
+            .evalsha_with_reload(connected(&self.pool)?, vec![key], vec![max.to_string()])
+            .await
+            .map_err(map_err)?;
+        Ok(out.into_iter().skip(1).collect())
+    }
+
     /// The index and the record, written on `client` (the caller confirms them).
     async fn create_record(&self, client: &Client, rec: &NewRecord) -> Result<(i64, i64)> {
         let ttl_ms = rec.expires_in_ms + self.retention_ms + 60_000;
@@ -222,7 +266,11 @@ impl RedisStore {
             "create",
             client,
             &self.scripts.create,
-            vec![self.keys.record(rec.id), self.keys.audit(rec.id)],
+            vec![
+                self.keys.record(rec.id),
+                self.keys.audit(rec.id),
+                self.keys.deadlines(keys::shard_of(rec.id)),
+            ],
             vec![
                 rec.expires_in_ms.to_string(),
                 self.retention_ms.to_string(),
@@ -232,6 +280,16 @@ impl RedisStore {
                 rec.token_hash.clone(),
                 rec.token_salt.clone(),
                 agent_actor(&rec.tenant),
+                rec.webhook
+                    .as_ref()
+                    .map(|w| w.url.clone())
+                    .unwrap_or_default(),
+                if rec.webhook.as_ref().is_some_and(|w| w.include_result) {
+                    "1".into()
+                } else {
+                    "0".into()
+                },
+                rec.id.to_string(),
             ],
         )
         .await?
@@ -519,13 +577,15 @@ impl Store for RedisStore {
             .eval(
                 "decide",
                 &self.scripts.decide,
-                vec![self.keys.record(id), self.keys.audit(id)],
+                self.transition_keys(id, decision.as_str()),
                 vec![
                     token_hash.to_string(),
                     decision.as_str().into(),
                     outcome_json.to_string(),
                     REVIEWER.into(),
                     crate::token::random_b64(12),
+                    id.to_string(),
+                    event_id(id, decision.as_str()),
                 ],
             )
             .await?;
@@ -556,8 +616,13 @@ impl Store for RedisStore {
             .eval_ok(
                 "cancel",
                 &self.scripts.cancel,
-                vec![self.keys.record(id), self.keys.audit(id)],
-                vec![tenant.to_string(), agent_actor(tenant)],
+                self.transition_keys(id, "canceled"),
+                vec![
+                    tenant.to_string(),
+                    agent_actor(tenant),
+                    id.to_string(),
+                    event_id(id, "canceled"),
+                ],
             )
             .await?;
         Ok(out.get(1).and_then(|s| s.as_deref()) == Some("1"))
@@ -568,11 +633,13 @@ impl Store for RedisStore {
             .eval_ok(
                 "consume",
                 &self.scripts.consume,
-                vec![self.keys.record(id), self.keys.audit(id)],
+                self.transition_keys(id, "consumed"),
                 vec![
                     tenant.to_string(),
                     agent_actor(tenant),
                     MAX_AUDIT_FOR_VIEWS.to_string(),
+                    id.to_string(),
+                    event_id(id, "consumed"),
                 ],
             )
             .await?
@@ -655,5 +722,193 @@ impl Store for RedisStore {
         } else {
             Err(Error::internal("ready script answered wrongly"))
         }
+    }
+
+    fn shards(&self) -> u16 {
+        keys::SHARDS
+    }
+
+    async fn sweep_deadlines(&self, shard: u16) -> Result<usize> {
+        let ids = self.due_members(self.keys.deadlines(shard), 64).await?;
+        let ids: Vec<ElicitationId> = ids.iter().filter_map(|i| ElicitationId::parse(i)).collect();
+        if ids.is_empty() {
+            return Ok(0);
+        }
+        let mut keys = vec![self.keys.deadlines(shard), self.keys.due(shard)];
+        let mut args = Vec::new();
+        for id in &ids {
+            let did = event_id(*id, "expired");
+            keys.push(self.keys.record(*id));
+            keys.push(self.keys.deliveries(*id));
+            keys.push(self.keys.delivery(shard, &did));
+            args.push(id.to_string());
+            args.push(did);
+        }
+        let n: i64 = self
+            .scripts
+            .expire
+            .evalsha_with_reload(self.writer()?, keys, args)
+            .await
+            .map_err(map_err)?;
+        Ok(n as usize)
+    }
+
+    async fn claim_deliveries(
+        &self,
+        shard: u16,
+        lease: Duration,
+        max: usize,
+    ) -> Result<Vec<Delivery>> {
+        let dids = self.due_members(self.keys.due(shard), max).await?;
+        if dids.is_empty() {
+            return Ok(Vec::new());
+        }
+        let mut keys = vec![self.keys.due(shard)];
+        keys.extend(dids.iter().map(|d| self.keys.delivery(shard, d)));
+        let mut args = vec![lease.as_millis().to_string(), crate::token::random_b64(12)];
+        args.extend(dids);
+        let claimed: Vec<String> = self
+            .scripts
+            .claim
+            .evalsha_with_reload(self.writer()?, keys, args)
+            .await
+            .map_err(map_err)?;
+        claimed
+            .iter()
+            .map(|j| serde_json::from_str(j).map_err(Error::internal))
+            .collect()
+    }
+
+    async fn finish_delivery(
+        &self,
+        delivery: &Delivery,
+        next_at: Option<i64>,
+        audit: Option<AuditEvent>,
+    ) -> Result<bool> {
+        let id = ElicitationId::parse(&delivery.elicitation_id)
+            .ok_or_else(|| Error::internal("delivery of a malformed id"))?;
+        let shard = keys::shard_of(id);
+        let stored = Delivery {
+            next_at,
+            ..delivery.clone()
+        };
+        let audit = match audit {
+            Some(a) => serde_json::to_string(&a).map_err(Error::internal)?,
+            None => String::new(),
+        };
+        let out: String = self
+            .scripts
+            .finish
+            .evalsha_with_reload(
+                self.writer()?,
+                vec![
+                    self.keys.due(shard),
+                    self.keys.delivery(shard, &delivery.id),
+                    self.keys.audit(id),
+                ],
+                vec![
+                    delivery.lease.clone().unwrap_or_default(),
+                    serde_json::to_string(&stored).map_err(Error::internal)?,
+                    next_at.map(|t| t.to_string()).unwrap_or_default(),
+                    audit,
+                    delivery.id.clone(),
+                ],
+            )
+            .await
+            .map_err(map_err)?;
+        Ok(out == "ok")
+    }
+
+    async fn deliveries(&self, tenant: &Tenant, id: ElicitationId) -> Result<Vec<Delivery>> {
+        let client = connected(&self.pool)?;
+        let owner: Option<String> =
+            fred::interfaces::HashesInterface::hget(client, self.keys.record(id), "tenant")
+                .await
+                .map_err(map_err)?;
+        if owner.as_deref() != Some(tenant.as_str()) {
+            return Err(Error::NotFound);
+        }
+        let dids: Vec<String> = client
+            .lrange(self.keys.deliveries(id), 0, -1)
+            .await
+            .map_err(map_err)?;
+        if dids.is_empty() {
+            return Ok(Vec::new());
+        }
+        let shard = keys::shard_of(id);
+        let keys: Vec<String> = dids.iter().map(|d| self.keys.delivery(shard, d)).collect();
+        let jsons: Vec<Option<String>> = client.mget(keys).await.map_err(map_err)?;
+        jsons
+            .into_iter()
+            .flatten()
+            .map(|j| serde_json::from_str(&j).map_err(Error::internal))
+            .collect()
+    }
+
+    async fn replay_delivery(
+        &self,
+        tenant: &Tenant,
+        id: ElicitationId,
+        delivery_id: &str,
+    ) -> Result<Delivery> {
+        let shard = keys::shard_of(id);
+        let reply = self
+            .eval(
+                "replay",
+                &self.scripts.replay,
+                vec![
+                    self.keys.due(shard),
+                    self.keys.delivery(shard, delivery_id),
+                    self.keys.record(id),
+                ],
+                vec![tenant.to_string(), delivery_id.to_string()],
+            )
+            .await?;
+        match reply {
+            Reply::Ok(v) => serde_json::from_str(
+                v.first()
+                    .and_then(|j| j.as_deref())
+                    .ok_or_else(|| Error::internal("replay without a delivery"))?,
+            )
+            .map_err(Error::internal),
+            Reply::No(_) => Err(Error::internal("replay answered with a refusal")),
+        }
+    }
+
+    async fn queue_stats(&self) -> Result<(u64, Option<i64>)> {
+        use fred::interfaces::SortedSetsInterface;
+        let client = connected(&self.pool)?;
+        let (mut depth, mut oldest) = (0u64, None::<i64>);
+        for shard in 0..keys::SHARDS {
+            let key = self.keys.due(shard);
+            let n: u64 = client.zcard(&key).await.map_err(map_err)?;
+            depth += n;
+            if n > 0 {
+                let first: Vec<(String, f64)> = client
+                    .zrange(&key, 0, 0, None, false, None, true)
+                    .await
+                    .map_err(map_err)?;
+                if let Some((_, score)) = first.first() {
+                    let t = *score as i64;
+                    oldest = Some(oldest.map_or(t, |o| o.min(t)));
+                }
+            }
+        }
+        Ok((depth, oldest))
+    }
+
+    async fn outcome_of(&self, id: ElicitationId) -> Result<Option<(String, String)>> {
+        let f: Vec<Option<String>> = fred::interfaces::HashesInterface::hmget(
+            connected(&self.pool)?,
+            self.keys.record(id),
+            vec!["spec", "outcome"],
+        )
+        .await
+        .map_err(map_err)?;
+        let mut f = f.into_iter();
+        Ok(match (f.next().flatten(), f.next().flatten()) {
+            (Some(spec), Some(outcome)) => Some((spec, outcome)),
+            _ => None,
+        })
     }
 }

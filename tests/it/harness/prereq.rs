@@ -66,6 +66,71 @@ pub fn mcp_node_dir() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/mcp-node")
 }
 
+/// The install command for Python 3 with pip (Debian).
+pub const PYTHON_INSTALL: &str = "sudo apt-get install python3 python3-pip";
+
+/// The directory of the Python helpers (`tests/py`).
+pub fn py_dir() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/py")
+}
+
+/// Make sure `tests/py/requirements.txt` is installed into `tests/py/.deps` (a `pip install
+/// --target`, used through `PYTHONPATH`), once per requirements file, safe under parallel
+/// tests like [`ensure_npm_ci`]. Returns the directory to put on `PYTHONPATH`.
+pub fn ensure_python_deps() -> Result<PathBuf, String> {
+    static IN_PROCESS: Mutex<()> = Mutex::new(());
+    let _g = IN_PROCESS.lock().unwrap_or_else(|p| p.into_inner());
+    let dir = py_dir();
+    let deps = dir.join(".deps");
+    let stamp = deps.join(".elicitd-requirements-sha256");
+    let want = {
+        use sha2::{Digest, Sha256};
+        let req = std::fs::read(dir.join("requirements.txt"))
+            .map_err(|e| format!("read requirements.txt: {e}"))?;
+        format!("{:x}", Sha256::digest(&req))
+    };
+    let current = || std::fs::read_to_string(&stamp).is_ok_and(|h| h.trim() == want);
+    if current() {
+        return Ok(deps);
+    }
+    let lock_path = dir.join(".pip.lock");
+    let lock = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(&lock_path)
+        .map_err(|e| format!("open {}: {e}", lock_path.display()))?;
+    lock.lock()
+        .map_err(|e| format!("lock {}: {e}", lock_path.display()))?;
+    if current() {
+        return Ok(deps);
+    }
+    let _ = std::fs::remove_dir_all(&deps);
+    let out = Command::new("python3")
+        .args([
+            "-m",
+            "pip",
+            "install",
+            "--quiet",
+            "--disable-pip-version-check",
+        ])
+        .arg("--target")
+        .arg(&deps)
+        .arg("-r")
+        .arg(dir.join("requirements.txt"))
+        .output()
+        .map_err(|e| format!("run pip: {e}"))?;
+    if !out.status.success() {
+        return Err(format!(
+            "pip install failed:\n{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        ));
+    }
+    std::fs::write(&stamp, want).map_err(|e| format!("write stamp: {e}"))?;
+    Ok(deps)
+}
+
 /// Stamp written into `node_modules` after a successful `npm ci`: the lock file's hash.
 const STAMP: &str = "node_modules/.elicitd-lock-sha256";
 

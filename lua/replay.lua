@@ -1,0 +1,24 @@
+-- replay.lua: deliver a failed webhook delivery again (its attempts start over).
+-- KEYS[1] the shard's delivery queue   KEYS[2] the delivery   KEYS[3] its record
+-- ARGV[1] tenant   ARGV[2] delivery id
+-- Returns {"ok", JSON} or {"err", code}: not_found (no such delivery for this tenant),
+-- not_decided (the delivery has not failed: it is pending, in flight or delivered).
+-- Clock: Redis TIME.
+local json = redis.call('GET', KEYS[2])
+if not json or redis.call('HGET', KEYS[3], 'tenant') ~= ARGV[1] then
+  return {'err', 'not_found'}
+end
+local d = cjson.decode(json)
+if d.state ~= 'failed' then
+  return {'err', 'not_decided'}
+end
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+d.state = 'pending'
+d.nextAt = now
+d.replays = (d.replays or 0) + 1
+d.lease = nil
+json = cjson.encode(d)
+redis.call('SET', KEYS[2], json, 'KEEPTTL')
+redis.call('ZADD', KEYS[1], now, ARGV[2])
+return {'ok', json}

@@ -1,0 +1,378 @@
+//! Webhook delivery: every replica is a worker of one fleet-wide, durable queue.
+//!
+//! The queue is filled by the transitions themselves (the transactional outbox: a decide,
+//! cancel, first result read or deadline writes its event in the same atomic step, see
+//! `lua/outbox.lua`), so an event exists exactly when its transition does. This module empties
+//! it: it claims due deliveries under a lease (a worker that dies loses its lease and another
+//! replica delivers), sends them as signed Standard Webhooks messages ([`sign`]) to targets
+//! that pass the address guard ([`guard`]), and records each attempt — delivered on a 2xx within
+//! the timeout, given up on `410 Gone` or when the retry schedule runs out, otherwise retried
+//! (honouring `Retry-After` on 429/503). Delivery is at-least-once; the `webhook-id` is stable
+//! across attempts so receivers can drop duplicates.
+//!
+//! A replica looks at the queue when one of its own transitions wrote an event (a nudge: the
+//! event is attempted within milliseconds) and every [`POLL`] otherwise (deliveries written by
+//! another replica that died, retries, deadlines).
+
+pub mod guard;
+pub mod sign;
+
+use std::{
+    collections::HashMap,
+    sync::{
+        atomic::{AtomicUsize, Ordering},
+        Arc, Mutex,
+    },
+    time::Duration,
+};
+
+use serde::Serialize;
+use serde_json::value::RawValue;
+use tokio::sync::{Notify, Semaphore};
+use tokio_util::sync::CancellationToken;
+
+use crate::{
+    config::WebhookConfig,
+    kinds::{Answer, Kind, Outcome, Spec},
+    model::{local_now_ms, rfc3339, Decision, ElicitationId, Tenant},
+    store::{Attempt, AuditEvent, Delivery, DeliveryState, Store},
+};
+
+/// How often a replica looks at the queue without a nudge (the bound on how late a retry or
+/// an `expired` event can be, besides the schedule itself).
+pub const POLL: Duration = Duration::from_millis(500);
+/// Attempts in flight per replica at most (more wait in the queue).
+const MAX_IN_FLIGHT: usize = 128;
+/// Deliveries claimed per shard per look.
+const CLAIM_BATCH: usize = 32;
+/// Longest `Retry-After` honoured.
+const MAX_RETRY_AFTER: Duration = Duration::from_secs(24 * 3600);
+
+/// The delivery worker of one replica.
+pub struct Deliverer {
+    store: Arc<dyn Store>,
+    config: WebhookConfig,
+    http: reqwest::Client,
+    nudge: Arc<Notify>,
+    in_flight: AtomicUsize,
+    per_host: Mutex<HashMap<String, Arc<Semaphore>>>,
+}
+
+/// A Standard Webhooks message body.
+#[derive(Serialize)]
+struct Body<'a> {
+    #[serde(rename = "type")]
+    event: String,
+    timestamp: String,
+    data: Data<'a>,
+}
+
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct Data<'a> {
+    elicitation_id: &'a str,
+    kind: &'a str,
+    status: &'a str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    decided_at: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    result: Option<ResultData>,
+}
+
+/// The reviewer's answer, for endpoints that asked for it (`webhookIncludeResult`).
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct ResultData {
+    decision: Decision,
+    context: Option<Box<RawValue>>,
+    #[serde(flatten)]
+    answer: Answer,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    comment: Option<String>,
+}
+
+/// How one attempt ended.
+enum Ending {
+    Delivered,
+    /// Stop trying (410 Gone).
+    Gone,
+    /// Try again, not before this many milliseconds from now (the receiver said so).
+    Retry(Option<u64>),
+}
+
+impl Deliverer {
+    /// Start the worker (when any tenant can have webhooks); it stops with `shutdown`.
+    pub fn spawn(
+        store: Arc<dyn Store>,
+        config: WebhookConfig,
+        nudge: Arc<Notify>,
+        shutdown: CancellationToken,
+    ) -> Result<(), reqwest::Error> {
+        let mut http = reqwest::Client::builder()
+            .redirect(reqwest::redirect::Policy::none())
+            .timeout(config.timeout)
+            .connect_timeout(config.timeout.min(Duration::from_secs(10)))
+            .user_agent(concat!(
+                "elicitd/",
+                env!("CARGO_PKG_VERSION"),
+                " (webhooks)"
+            ));
+        if let Some(r) = guard::resolver(config.allow_private) {
+            http = http.dns_resolver(r);
+        }
+        let this = Arc::new(Deliverer {
+            store,
+            http: http.build()?,
+            config,
+            nudge,
+            in_flight: AtomicUsize::new(0),
+            per_host: Mutex::new(HashMap::new()),
+        });
+        tokio::spawn(this.run(shutdown));
+        Ok(())
+    }
+
+    async fn run(self: Arc<Self>, shutdown: CancellationToken) {
+        let mut last_stats = tokio::time::Instant::now();
+        loop {
+            tokio::select! {
+                _ = self.nudge.notified() => {}
+                _ = tokio::time::sleep(POLL) => {}
+                _ = shutdown.cancelled() => return,
+            }
+            self.look().await;
+            if last_stats.elapsed() >= Duration::from_secs(10) {
+                last_stats = tokio::time::Instant::now();
+                self.queue_stats().await;
+            }
+        }
+    }
+
+    /// One look at every shard: emit due `expired` events, claim due deliveries, attempt them.
+    async fn look(self: &Arc<Self>) {
+        for shard in 0..self.store.shards() {
+            if let Err(e) = self.store.sweep_deadlines(shard).await {
+                tracing::debug!(error = %e, "deadline sweep failed; retrying next look");
+            }
+            let room = MAX_IN_FLIGHT.saturating_sub(self.in_flight.load(Ordering::Acquire));
+            if room == 0 {
+                return;
+            }
+            let claimed = match self
+                .store
+                .claim_deliveries(shard, self.config.lease, room.min(CLAIM_BATCH))
+                .await
+            {
+                Ok(c) => c,
+                Err(e) => {
+                    tracing::debug!(error = %e, "claiming deliveries failed; retrying next look");
+                    continue;
+                }
+            };
+            for d in claimed {
+                self.in_flight.fetch_add(1, Ordering::AcqRel);
+                let this = self.clone();
+                tokio::spawn(async move {
+                    this.attempt(d).await;
+                    this.in_flight.fetch_sub(1, Ordering::AcqRel);
+                });
+            }
+        }
+    }
+
+    async fn queue_stats(&self) {
+        if let Ok((depth, oldest)) = self.store.queue_stats().await {
+            metrics::gauge!("elicitd_webhook_queue_depth").set(depth as f64);
+            let age = oldest.map_or(0, |t| (local_now_ms() - t).max(0));
+            metrics::gauge!("elicitd_webhook_oldest_due_seconds").set(age as f64 / 1000.0);
+        }
+    }
+
+    fn host_limit(&self, url: &str) -> Arc<Semaphore> {
+        let host = url
+            .parse::<http::Uri>()
+            .ok()
+            .and_then(|u| u.authority().map(|a| a.to_string()))
+            .unwrap_or_default();
+        let mut m = self.per_host.lock().unwrap_or_else(|p| p.into_inner());
+        if m.len() > 10_000 {
+            m.retain(|_, s| Arc::strong_count(s) > 1);
+        }
+        m.entry(host)
+            .or_insert_with(|| Arc::new(Semaphore::new(self.config.concurrency)))
+            .clone()
+    }
+
+    /// Attempt `d` once and store the result.
+    async fn attempt(&self, mut d: Delivery) {
+        let limit = self.host_limit(&d.url);
+        let Ok(_permit) = limit.acquire().await else {
+            return;
+        };
+        let started = tokio::time::Instant::now();
+        let at = local_now_ms();
+        let (outcome, status, error) = self.send(&d).await;
+        let duration = started.elapsed();
+        metrics::histogram!("elicitd_webhook_attempt_seconds").record(duration.as_secs_f64());
+        d.attempts.push(Attempt {
+            at,
+            status,
+            error,
+            duration_ms: duration.as_millis() as u64,
+        });
+        let made = d.attempts.len();
+        let now = local_now_ms();
+        let (state, next_at, label) = match outcome {
+            Ending::Delivered => (DeliveryState::Delivered, None, "delivered"),
+            Ending::Gone => (DeliveryState::Failed, None, "gone"),
+            Ending::Retry(_) if made >= self.config.schedule.len() => {
+                (DeliveryState::Failed, None, "failed")
+            }
+            Ending::Retry(asked) => {
+                let wait = self.config.schedule[made].as_millis() as u64;
+                let wait = asked.map_or(wait, |a| a.max(wait));
+                (DeliveryState::Pending, Some(now + wait as i64), "retry")
+            }
+        };
+        metrics::counter!("elicitd_webhook_deliveries_total", "outcome" => label).increment(1);
+        if state == DeliveryState::Delivered {
+            let lag = (now - d.event_ms).max(0) as f64 / 1000.0;
+            metrics::histogram!("elicitd_webhook_delivery_lag_seconds").record(lag);
+        }
+        let audit = (state != DeliveryState::Pending).then(|| AuditEvent {
+            kind: if state == DeliveryState::Delivered {
+                "webhook_delivered".into()
+            } else {
+                "webhook_failed".into()
+            },
+            at: now,
+            actor: "elicitd".into(),
+            decision: None,
+            delivery: Some(d.id.clone()),
+        });
+        d.state = state;
+        match self.store.finish_delivery(&d, next_at, audit).await {
+            Ok(true) => {}
+            Ok(false) => tracing::debug!(delivery = %d.id, "lease lost; another replica took over"),
+            Err(e) => {
+                tracing::warn!(error = %e, delivery = %d.id, "could not record a webhook attempt; it will be retried after its lease")
+            }
+        }
+    }
+
+    /// Send `d` once: the outcome, the receiver's status, the error without one.
+    async fn send(&self, d: &Delivery) -> (Ending, Option<u16>, Option<String>) {
+        let Some(secrets) = Tenant::new(&d.tenant)
+            .ok()
+            .and_then(|t| self.config.secrets.get(&t).cloned())
+        else {
+            return (
+                Ending::Retry(None),
+                None,
+                Some("no signing secret for this tenant".into()),
+            );
+        };
+        if let Some(p) = guard::literal_problem(&d.url, self.config.allow_private) {
+            return (Ending::Retry(None), None, Some(format!("refused: {p}")));
+        }
+        let body = match self.body(d).await {
+            Ok(b) => b,
+            Err(e) => return (Ending::Retry(None), None, Some(e)),
+        };
+        let timestamp = local_now_ms() / 1000;
+        let signature = sign::signature(&secrets, &d.id, timestamp, &body);
+        let sent = self
+            .http
+            .post(&d.url)
+            .header("content-type", "application/json")
+            .header("webhook-id", &d.id)
+            .header("webhook-timestamp", timestamp.to_string())
+            .header("webhook-signature", signature)
+            .body(body)
+            .send()
+            .await;
+        match sent {
+            Ok(r) => {
+                let status = r.status().as_u16();
+                let outcome = match status {
+                    200..=299 => Ending::Delivered,
+                    410 => Ending::Gone,
+                    429 | 503 => Ending::Retry(retry_after(&r)),
+                    _ => Ending::Retry(None),
+                };
+                (outcome, Some(status), None)
+            }
+            Err(e) => (Ending::Retry(None), None, Some(describe(&e))),
+        }
+    }
+
+    /// The message body (the same for every attempt).
+    async fn body(&self, d: &Delivery) -> Result<String, String> {
+        let result = if d.include_result {
+            let id = ElicitationId::parse(&d.elicitation_id).ok_or("malformed id")?;
+            match self.store.outcome_of(id).await {
+                Ok(Some((spec, outcome))) => {
+                    let spec: Spec = serde_json::from_str(&spec).map_err(|e| e.to_string())?;
+                    let o: Outcome = serde_json::from_str(&outcome).map_err(|e| e.to_string())?;
+                    Some(ResultData {
+                        decision: o.decision,
+                        context: spec.context,
+                        answer: o.answer,
+                        comment: o.comment,
+                    })
+                }
+                Ok(None) => None,
+                Err(e) => return Err(format!("reading the result: {e}")),
+            }
+        } else {
+            None
+        };
+        let kind = Kind::parse(&d.kind).map_or("unknown", Kind::as_str);
+        let body = Body {
+            event: format!("elicitation.{}", d.event),
+            timestamp: rfc3339(d.event_ms),
+            data: Data {
+                elicitation_id: &d.elicitation_id,
+                kind,
+                status: &d.event,
+                decided_at: d.decided_ms.map(rfc3339),
+                result,
+            },
+        };
+        serde_json::to_string(&body).map_err(|e| e.to_string())
+    }
+}
+
+/// `Retry-After` in milliseconds (seconds form; HTTP dates are treated as absent).
+fn retry_after(r: &reqwest::Response) -> Option<u64> {
+    let secs: u64 = r
+        .headers()
+        .get(reqwest::header::RETRY_AFTER)?
+        .to_str()
+        .ok()?
+        .trim()
+        .parse()
+        .ok()?;
+    Some(Duration::from_secs(secs).min(MAX_RETRY_AFTER).as_millis() as u64)
+}
+
+/// A request error as one line (its source chain: "refused: … resolves only to …").
+fn describe(e: &reqwest::Error) -> String {
+    let mut s = if e.is_timeout() {
+        "timed out".to_string()
+    } else if e.is_connect() {
+        "could not connect".to_string()
+    } else {
+        "request failed".to_string()
+    };
+    let mut source = std::error::Error::source(e);
+    while let Some(err) = source {
+        let text = err.to_string();
+        if !s.contains(&text) {
+            s.push_str(": ");
+            s.push_str(&text);
+        }
+        source = err.source();
+    }
+    s
+}
