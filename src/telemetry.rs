@@ -158,6 +158,29 @@ fn describe() {
         "elicitd_review_token_failures_total",
         "Review requests with an unknown or malformed token."
     );
+    describe_counter!(
+        "elicitd_webhook_deliveries_total",
+        "Webhook delivery attempts by outcome (delivered, retry, failed, gone)."
+    );
+    describe_histogram!(
+        "elicitd_webhook_attempt_seconds",
+        Unit::Seconds,
+        "Duration of one webhook delivery attempt, request sent to answer or error."
+    );
+    describe_histogram!(
+        "elicitd_webhook_delivery_lag_seconds",
+        Unit::Seconds,
+        "From a transition (store clock) to its webhook event being delivered, retries included."
+    );
+    describe_gauge!(
+        "elicitd_webhook_queue_depth",
+        "Webhook deliveries waiting in the queue (due, scheduled for retry or leased), fleet-wide."
+    );
+    describe_gauge!(
+        "elicitd_webhook_oldest_due_seconds",
+        Unit::Seconds,
+        "How long the earliest due webhook delivery has been waiting (0 when none is overdue)."
+    );
 }
 
 /// Record one store operation's latency (and failure class).

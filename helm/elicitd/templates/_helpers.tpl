@@ -170,6 +170,18 @@ render runs them.
 {{- if and .Values.existingSecret (or .Values.apiKeys .Values.secret) }}
 {{- fail "apiKeys and secret are ignored when existingSecret is set: put ELICITD_API_KEYS and ELICITD_SECRET into that Secret instead, and unset them here." }}
 {{- end }}
+{{- if and .Values.existingSecret (or .Values.webhooks.endpoints .Values.webhooks.secrets) }}
+{{- fail "webhooks.endpoints and webhooks.secrets are ignored when existingSecret is set: put ELICITD_WEBHOOKS and ELICITD_WEBHOOK_SECRETS into that Secret instead, and unset them here." }}
+{{- end }}
+{{- range $tenant, $url := .Values.webhooks.endpoints }}
+{{- if not (hasKey $.Values.webhooks.secrets $tenant) }}
+{{- fail (printf "webhooks.endpoints has tenant %q but webhooks.secrets has no signing secret for it: the server refuses to start (exit code 2). Add webhooks.secrets.%s: [whsec_...]." $tenant $tenant) }}
+{{- end }}
+{{- end }}
+{{- /* The server refuses a lease that does not outlast one attempt: a live attempt would lose its delivery to another replica. */}}
+{{- if le (int .Values.config.webhookLeaseSecs) (int .Values.config.webhookTimeoutSecs) }}
+{{- fail (printf "config.webhookLeaseSecs (%d) must be longer than config.webhookTimeoutSecs (%d): a replica holds a delivery for the lease while it waits up to the timeout for the receiver, and the server refuses to start otherwise." (int .Values.config.webhookLeaseSecs) (int .Values.config.webhookTimeoutSecs)) }}
+{{- end }}
 {{- /* On SIGTERM parked awaits are answered at once and in-flight requests drain for up to 30 s,
 so the grace period needs preStop + a few seconds; preStop + 30 s + a few is the useful maximum. */}}
 {{- $grace := int .Values.shutdown.terminationGracePeriodSeconds }}
@@ -239,4 +251,34 @@ review brake.
 {{- $v = .Values.ingress.enabled }}
 {{- end }}
 {{- ternary "true" "false" (eq (toString $v) "true") }}
+{{- end }}
+
+{{/*
+Webhook settings rendered for the server. ELICITD_WEBHOOKS: `tenant=url;...` (tenants sorted);
+ELICITD_WEBHOOK_SECRETS: `tenant:whsec_a,whsec_b;...`; both empty when not set.
+ELICITD_WEBHOOK_RETRY_SCHEDULE_SECS: the schedule as a string (an integer is one attempt).
+*/}}
+{{- define "elicitd.webhookEndpoints" -}}
+{{- $out := list }}
+{{- range $tenant, $url := .Values.webhooks.endpoints }}
+{{- $out = append $out (printf "%s=%s" $tenant $url) }}
+{{- end }}
+{{- join ";" $out }}
+{{- end }}
+
+{{- define "elicitd.webhookSecrets" -}}
+{{- $out := list }}
+{{- range $tenant, $keys := .Values.webhooks.secrets }}
+{{- $out = append $out (printf "%s:%s" $tenant (join "," $keys)) }}
+{{- end }}
+{{- join ";" $out }}
+{{- end }}
+
+{{- define "elicitd.webhookRetrySchedule" -}}
+{{- $v := .Values.config.webhookRetryScheduleSecs }}
+{{- if kindIs "string" $v }}
+{{- $v | nospace }}
+{{- else }}
+{{- $v | int64 | toString }}
+{{- end }}
 {{- end }}
