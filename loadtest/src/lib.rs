@@ -8,7 +8,10 @@
 //! - `await` — create N, park one `await` each on `--url`, hold, decide all through
 //!   `--decide-url`, measure wake latency (await answer arrived − decision sent);
 //! - `mixed` — agents that create, poll status, await, get decided by a reviewer on
-//!   `--decide-url`, read the result (and sometimes cancel instead).
+//!   `--decide-url`, read the result (and sometimes cancel instead);
+//! - `webhooks` — create N approvals whose `webhookUrl` points at a receiver in this process,
+//!   decide them through `--decide-url`, measure delivery latency (webhook arrived − decision
+//!   sent); `--no-webhook` runs the same without webhooks, for the cost.
 //!
 //! Every worker owns one connection (kept alive) and sends its requests one after another, so
 //! `concurrency` is both the number of connections and of requests in flight. Workers record
@@ -17,7 +20,7 @@
 //!
 //! Layout: `http.rs` (hyper / reqwest connections), `stats.rs` (histograms, report),
 //! `progress.rs` (stderr progress line), `scenarios.rs` (healthz, status, create),
-//! `awaits.rs`, `mixed.rs`.
+//! `awaits.rs`, `mixed.rs`, `webhooks.rs`.
 
 mod awaits;
 pub mod http;
@@ -25,6 +28,7 @@ mod mixed;
 mod progress;
 mod scenarios;
 pub mod stats;
+mod webhooks;
 
 use std::time::Duration;
 
@@ -81,6 +85,13 @@ pub enum Scenario {
     },
     /// The agent-platform mix; reviewers decide through `decide_url`.
     Mixed { decide_url: String },
+    /// Create `count` approvals with a `webhookUrl` on a receiver listening on `receiver`
+    /// (`None`: no webhooks), decide all through `decide_url`, time the deliveries.
+    Webhooks {
+        count: usize,
+        decide_url: String,
+        receiver: Option<std::net::SocketAddr>,
+    },
 }
 
 impl Scenario {
@@ -91,6 +102,7 @@ impl Scenario {
             Scenario::Create => "create",
             Scenario::Await { .. } => "await",
             Scenario::Mixed { .. } => "mixed",
+            Scenario::Webhooks { .. } => "webhooks",
         }
     }
 }
@@ -131,6 +143,15 @@ pub async fn run(opts: &Options, scenario: &Scenario) -> Result<Report, Error> {
             let decide =
                 http::Target::new(decide_url, &opts.api_key, opts.client).map_err(Error)?;
             mixed::run(opts, &target, &decide).await
+        }
+        Scenario::Webhooks {
+            count,
+            decide_url,
+            receiver,
+        } => {
+            let decide =
+                http::Target::new(decide_url, &opts.api_key, opts.client).map_err(Error)?;
+            webhooks::run(opts, &target, &decide, *count, *receiver).await
         }
     }
 }

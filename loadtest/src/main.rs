@@ -10,7 +10,7 @@ use elicitd_loadtest::{parse_duration, run, ClientKind, Options, Scenario};
 #[command(
     name = "elicitd-loadtest",
     version,
-    about = "Load generator for elicitd (status, create, await wake-up, mixed)"
+    about = "Load generator for elicitd (status, create, await wake-up, mixed, webhooks)"
 )]
 struct Cli {
     #[command(subcommand)]
@@ -84,6 +84,25 @@ enum Command {
         #[arg(long)]
         decide_url: Option<String>,
     },
+    /// Create --count approvals with a webhookUrl on an in-process receiver, decide them via
+    /// --decide-url, measure webhook delivery latency (arrived − decision sent).
+    Webhooks {
+        #[command(flatten)]
+        common: Common,
+        /// Approvals to create and decide.
+        #[arg(long, default_value_t = 1000)]
+        count: usize,
+        /// Replica that receives the decisions (default: --url).
+        #[arg(long)]
+        decide_url: Option<String>,
+        /// Address the receiver listens on; the server must be allowed to reach it
+        /// (ELICITD_WEBHOOKS_ALLOW_PRIVATE=true for loopback).
+        #[arg(long, default_value = "127.0.0.1:0")]
+        receiver: std::net::SocketAddr,
+        /// Create without webhookUrl: the same run without webhooks, for comparison.
+        #[arg(long)]
+        no_webhook: bool,
+    },
 }
 
 fn main() -> ExitCode {
@@ -108,6 +127,24 @@ fn main() -> ExitCode {
         Command::Mixed { common, decide_url } => {
             let decide_url = decide_url.unwrap_or_else(|| common.url.clone());
             (common, Scenario::Mixed { decide_url })
+        }
+        Command::Webhooks {
+            common,
+            count,
+            decide_url,
+            receiver,
+            no_webhook,
+        } => {
+            let decide_url = decide_url.unwrap_or_else(|| common.url.clone());
+            let receiver = (!no_webhook).then_some(receiver);
+            (
+                common,
+                Scenario::Webhooks {
+                    count,
+                    decide_url,
+                    receiver,
+                },
+            )
         }
     };
     let opts = Options {

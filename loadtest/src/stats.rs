@@ -188,6 +188,9 @@ pub struct Report {
     pub ops: BTreeMap<String, OpStats>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub wake: Option<WakeStats>,
+    /// Scenario-specific figures (`webhooks`: phase rates, deliveries received).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub extra: Option<serde_json::Value>,
     /// Buckets for the text histogram: (upper bound ms, count).
     #[serde(skip)]
     pub buckets: Vec<(f64, u64)>,
@@ -250,6 +253,7 @@ impl Report {
                 .map(|(k, r)| (k.to_string(), r.stats()))
                 .collect(),
             wake: None,
+            extra: None,
             buckets,
         }
     }
@@ -290,6 +294,9 @@ impl Report {
                 "wake from decision returned: p50 {:.3} ms  p99 {:.3} ms  max {:.3} ms ({} awaits answered before their decision did)",
                 w.from_returned.p50_ms, w.from_returned.p99_ms, w.from_returned.max_ms, w.woke_before_decide_returned
             );
+        }
+        if let Some(x) = &self.extra {
+            let _ = writeln!(o, "{x}");
         }
         let _ = writeln!(o, "\nper operation:");
         let _ = writeln!(

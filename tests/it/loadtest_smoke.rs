@@ -104,3 +104,42 @@ async fn failures_are_counted_by_kind_not_hidden() {
     assert!(r.errors > 0, "{r:?}");
     assert!(r.errors_by_kind.contains_key("transport: connect"), "{r:?}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn webhooks_scenario_receives_one_delivery_per_decision() {
+    let f = Fixture::own(StoreKind::Redis, 2, |c| crate::webhooks::hooks(c, &[0, 1])).await;
+    let (a, b) = (f.apps[0].base.clone(), f.apps[1].base.clone());
+    let o = opts(&a, ClientKind::Hyper);
+    let count = 30;
+    let on = run(
+        &o,
+        &Scenario::Webhooks {
+            count,
+            decide_url: b.clone(),
+            receiver: Some("127.0.0.1:0".parse().unwrap()),
+        },
+    )
+    .await
+    .expect("webhooks");
+    assert_clean(&on);
+    assert_eq!(on.ops["create"].requests, count as u64);
+    assert_eq!(on.ops["decide"].requests, count as u64);
+    assert_eq!(on.ops["delivery"].requests, count as u64, "{:?}", on.ops);
+    let extra = on.extra.as_ref().expect("extra figures");
+    assert_eq!(extra["webhooks"], true);
+    assert!(extra["deliveries_received"].as_u64().unwrap() >= count as u64);
+
+    let off = run(
+        &o,
+        &Scenario::Webhooks {
+            count,
+            decide_url: b,
+            receiver: None,
+        },
+    )
+    .await
+    .expect("webhooks off");
+    assert_clean(&off);
+    assert!(!off.ops.contains_key("delivery"), "{:?}", off.ops);
+    assert_eq!(off.extra.as_ref().unwrap()["webhooks"], false);
+}

@@ -19,7 +19,7 @@ use crate::harness::{
 const SECRET: &str = "whsec_MDEyMzQ1Njc4OWFiY2RlZjAxMjM0NTY3ODlhYmNkZWY=";
 
 /// Webhooks on for tenant acme (not beta), loopback allowed, a fast retry schedule.
-fn hooks(c: &mut elicitd::config::Config, schedule: &[u64]) {
+pub(crate) fn hooks(c: &mut elicitd::config::Config, schedule: &[u64]) {
     let mut cli = <elicitd::config::Cli as clap::Parser>::parse_from(["elicitd"]);
     cli.webhook_secrets = Some(format!("acme:{SECRET}"));
     cli.webhook_allow_private = true;
