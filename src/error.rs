@@ -34,9 +34,11 @@ pub enum Error {
         message: String,
         details: Vec<FieldError>,
     },
-    /// The reviewer's values do not satisfy the request (422, code `invalid_request`).
+    /// Well-formed but not acceptable (422, code `invalid_request`): a reviewer's values that do
+    /// not satisfy the request, a display template that does not compile, a webhook for a
+    /// tenant without a signing secret.
     #[error("{message}")]
-    InvalidDecision {
+    Unprocessable {
         message: String,
         details: Vec<FieldError>,
     },
@@ -187,7 +189,7 @@ impl Error {
     pub fn row(&self) -> &'static Row {
         &TABLE[match self {
             Error::InvalidRequest { .. } => 0,
-            Error::InvalidDecision { .. } => 1,
+            Error::Unprocessable { .. } => 1,
             Error::Unauthorized => 2,
             Error::Forbidden(_) => 3,
             Error::NotFound => 4,
@@ -260,7 +262,12 @@ impl Error {
 
     /// Build an `invalid_request` (422) from per-field problems with a reviewer's values.
     pub fn invalid_decision(details: Vec<FieldError>) -> Self {
-        Error::InvalidDecision {
+        Error::unprocessable(details)
+    }
+
+    /// Build an `invalid_request` (422) from per-field problems with well-formed input.
+    pub fn unprocessable(details: Vec<FieldError>) -> Self {
+        Error::Unprocessable {
             message: summary(&details),
             details,
         }
@@ -285,9 +292,7 @@ impl Error {
     /// Per-field details, if any.
     pub fn details(&self) -> &[FieldError] {
         match self {
-            Error::InvalidRequest { details, .. } | Error::InvalidDecision { details, .. } => {
-                details
-            }
+            Error::InvalidRequest { details, .. } | Error::Unprocessable { details, .. } => details,
             _ => &[],
         }
     }

@@ -9,6 +9,8 @@
 //! - [`kinds`]: one module per kind (approval, selection, proposal): create and decision
 //!   validation, result part, MCP arguments, review controls.
 //! - [`token`]: random values, review tokens and hashes.
+//! - [`template`]: requester display templates (Liquid, escaped, bounded, sanitized) and
+//!   their scoped CSS; checked by `kinds` at create, rendered by `review`.
 //! - [`config`]: flags and `ELICITD_*` variables, validated before binding.
 //! - [`store`]: the storage contract, the Redis store (`store::redis`, Lua in `lua/`) and the
 //!   memory store.
@@ -36,5 +38,6 @@ pub mod server;
 pub mod service;
 pub mod store;
 pub mod telemetry;
+pub mod template;
 pub mod token;
 pub mod wake;

@@ -176,6 +176,15 @@ fn describe() {
         "elicitd_webhook_queue_depth",
         "Webhook deliveries waiting in the queue (due, scheduled for retry or leased), fleet-wide."
     );
+    describe_counter!(
+        "elicitd_template_fallbacks_total",
+        "Review pages that showed the default view of a requester template part (part, reason)."
+    );
+    describe_histogram!(
+        "elicitd_template_render_seconds",
+        Unit::Seconds,
+        "Time to render the requester templates of one review page (pages with templates only)."
+    );
     describe_gauge!(
         "elicitd_webhook_oldest_due_seconds",
         Unit::Seconds,

@@ -133,6 +133,8 @@ impl Deliverer {
     }
 
     async fn run(self: Arc<Self>, shutdown: CancellationToken) {
+        // The queue gauges exist from the start, then refresh every 10 s.
+        self.queue_stats().await;
         let mut last_stats = tokio::time::Instant::now();
         loop {
             tokio::select! {

@@ -59,6 +59,13 @@ pub enum Widget {
         blank: bool,
         options: Vec<Choice>,
     },
+    /// A selection's options as table rows: radios (`multiple == false`) or checkboxes in
+    /// the first cell, the option (or the requester's row template) in the next ones.
+    Options {
+        multiple: bool,
+        max: Option<u64>,
+        options: Vec<Choice>,
+    },
 }
 
 /// `<input type=kind>` and the bounds the browser checks before sending.
@@ -82,6 +89,11 @@ pub struct Choice {
     pub label: String,
     pub description: Option<String>,
     pub checked: bool,
+    /// Options table: the requester's row cells (`<td>`s), already sanitized by
+    /// `crate::template`; set by the review page. `None`: one cell with label and description.
+    pub cells: Option<String>,
+    /// Options table: the requester's details card, already sanitized; set by the review page.
+    pub card: Option<String>,
 }
 
 impl Control {
@@ -110,7 +122,7 @@ impl Control {
     }
 
     pub fn is_group(&self) -> bool {
-        matches!(self.widget, Widget::Group { .. })
+        matches!(self.widget, Widget::Group { .. } | Widget::Options { .. })
     }
 }
 
@@ -335,6 +347,8 @@ fn choices(
             label: o.title.clone().unwrap_or_else(|| o.value.clone()),
             description: None,
             checked: checked(i, &o.value),
+            cells: None,
+            card: None,
         })
         .collect()
 }

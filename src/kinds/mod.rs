@@ -165,6 +165,12 @@ pub struct Spec {
     pub context: Option<Box<RawValue>>,
     pub labels: Labels,
     pub expires_in_seconds: u64,
+    /// Liquid rendering `context` on the review page (checked at create).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub display_template: Option<String>,
+    /// Stylesheet for the templated parts (checked at create; scoped when the page is built).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub css: Option<String>,
 }
 
 impl Spec {
@@ -224,6 +230,15 @@ pub struct CreateRequest {
     pub webhook_url: Option<String>,
     /// Events carry the reviewer's answer (`data.result`), not just the status.
     pub webhook_include_result: Option<bool>,
+    /// A Liquid template that renders `context` on the review page instead of the plain JSON
+    /// view (variable `context`; every `{{ }}` output is HTML-escaped; at most 32 KiB). A
+    /// template that does not compile is 422 with its line and column.
+    #[schema(min_length = 1, max_length = 32768)]
+    pub display_template: Option<String>,
+    /// A stylesheet for the templated parts of the page (at most 16 KiB): selectors are scoped
+    /// to them; no `@import`, no external `url()`, no `position: fixed`.
+    #[schema(min_length = 1, max_length = 16384)]
+    pub css: Option<String>,
     /// Approval (form mode) and proposal: the MCP 2025-11-25 elicitation schema subset.
     #[schema(value_type = Option<Object>)]
     pub requested_schema: Option<Value>,
@@ -239,6 +254,14 @@ pub struct CreateRequest {
     /// Proposal: 1–100 fields, each a string, number, boolean or array of strings.
     #[schema(value_type = Option<Object>)]
     pub proposal: Option<Value>,
+    /// Selection: a Liquid template rendering the `<td>` cells of one option's table row
+    /// (variables `option`, `context`; at most 32 KiB). Default: one cell with the label.
+    #[schema(min_length = 1, max_length = 32768)]
+    pub row_template: Option<String>,
+    /// Selection: a Liquid template rendering one option's details card, shown on hover, on
+    /// keyboard focus and on tap (variables `option`, `context`; at most 32 KiB).
+    #[schema(min_length = 1, max_length = 32768)]
+    pub hover_template: Option<String>,
 }
 
 impl CreateRequest {
@@ -250,11 +273,71 @@ impl CreateRequest {
             ("minSelections", self.min_selections.is_some()),
             ("maxSelections", self.max_selections.is_some()),
             ("proposal", self.proposal.is_some()),
+            ("rowTemplate", self.row_template.is_some()),
+            ("hoverTemplate", self.hover_template.is_some()),
         ]
         .into_iter()
         .filter_map(|(name, present)| present.then_some(name))
         .collect()
     }
+
+    /// Whether any template or stylesheet is present (compiling one can take milliseconds).
+    pub fn has_templates(&self) -> bool {
+        self.display_template.is_some()
+            || self.css.is_some()
+            || self.row_template.is_some()
+            || self.hover_template.is_some()
+    }
+}
+
+/// Check the templates and the stylesheet of a create. An oversized one is 413 at once; an
+/// empty one is a field rule (`errs`, 400); one that does not compile is returned (422 unless
+/// other fields are also wrong).
+fn check_templates(
+    req: &CreateRequest,
+    errs: &mut Vec<FieldError>,
+) -> Result<Vec<FieldError>, Error> {
+    use crate::template::{scope_css, Compiled, TemplateError, MAX_CSS_BYTES, MAX_TEMPLATE_BYTES};
+    type Check = fn(&str) -> Result<(), TemplateError>;
+    let checks: [(&str, Option<&String>, usize, Check); 4] = [
+        (
+            "displayTemplate",
+            req.display_template.as_ref(),
+            MAX_TEMPLATE_BYTES,
+            |s| Compiled::compile(s).map(drop),
+        ),
+        (
+            "rowTemplate",
+            req.row_template.as_ref(),
+            MAX_TEMPLATE_BYTES,
+            |s| Compiled::compile_row(s).map(drop),
+        ),
+        (
+            "hoverTemplate",
+            req.hover_template.as_ref(),
+            MAX_TEMPLATE_BYTES,
+            |s| Compiled::compile(s).map(drop),
+        ),
+        ("css", req.css.as_ref(), MAX_CSS_BYTES, |s| {
+            scope_css(s).map(drop)
+        }),
+    ];
+    let mut broken = Vec::new();
+    for (field, text, max, check) in checks {
+        let Some(text) = text else { continue };
+        if text.len() > max {
+            return Err(Error::PayloadTooLarge(format!(
+                "{field} is {} bytes; the limit is {max}",
+                text.len()
+            )));
+        }
+        if text.trim().is_empty() {
+            errs.push(FieldError::new(field, "must not be empty"));
+        } else if let Err(e) = check(text) {
+            broken.push(FieldError::new(field, e.to_string()));
+        }
+    }
+    Ok(broken)
 }
 
 /// `labels` as sent: only `submit` and `decline`.
@@ -314,6 +397,7 @@ pub fn validate_create(
     {
         errs.push(FieldError::new("webhookUrl", p));
     }
+    let broken_templates = check_templates(&req, &mut errs)?;
     let accepted = by_kind!(kind, K => K::CREATE_FIELDS);
     for field in req.kind_fields_present() {
         if !accepted.contains(&field) {
@@ -326,7 +410,11 @@ pub fn validate_create(
     let context = req.context.take();
     let kind_spec = by_kind!(kind, K => K::create(&mut req, context.as_deref(), &mut errs).into());
     if !errs.is_empty() {
+        errs.extend(broken_templates);
         return Err(Error::invalid_fields(errs));
+    }
+    if !broken_templates.is_empty() {
+        return Err(Error::unprocessable(broken_templates));
     }
     Ok(ValidCreate {
         spec: Spec {
@@ -336,6 +424,8 @@ pub fn validate_create(
             context,
             labels,
             expires_in_seconds,
+            display_template: req.display_template,
+            css: req.css,
         },
         idempotency_key: req.idempotency_key,
         webhook_url: req.webhook_url,
@@ -384,7 +474,7 @@ impl DecisionInput {
         .collect()
     }
 
-    /// Check the decision against what was asked. Errors are `InvalidDecision` (422) with
+    /// Check the decision against what was asked. Errors are `Unprocessable` (422) with
     /// per-field details; nothing is recorded when this fails.
     pub fn validate(mut self, spec: &Spec) -> Result<Outcome, Error> {
         let mut errs = Vec::new();
@@ -508,6 +598,19 @@ macro_rules! mcp_create_args {
             pub webhook_url: Option<String>,
             /// Events carry the reviewer's answer, not just the status.
             pub webhook_include_result: Option<bool>,
+            /// Optional Liquid template (≤ 32 KiB) that shows `context` to the reviewer instead
+            /// of pretty-printed JSON, e.g. a table of line items:
+            /// `<table>{% for i in context.items %}<tr><td>{{ i.name }}</td><td>{{ i.price }}</td></tr>{% endfor %}</table>`.
+            /// Variable: `context`. Standard Liquid tags and filters; every `{{ }}` output is
+            /// HTML-escaped; allowed HTML: text formatting, lists, tables, `data:` images (no
+            /// links, forms, scripts, style attributes). A syntax error is refused with its
+            /// line and column. The reviewer can still open the raw JSON.
+            #[schemars(length(min = 1, max = 32768))]
+            pub display_template: Option<String>,
+            /// Optional CSS (≤ 16 KiB) for the templated parts; selectors are scoped to them. No
+            /// `@import`, no `url()` except `data:image/…`, no `position: fixed`.
+            #[schemars(length(min = 1, max = 16384))]
+            pub css: Option<String>,
             $($extra)*
         }
     };
@@ -546,6 +649,8 @@ macro_rules! mcp_common_request {
             idempotency_key: $a.idempotency_key,
             webhook_url: $a.webhook_url,
             webhook_include_result: $a.webhook_include_result,
+            display_template: $a.display_template,
+            css: $a.css,
             ..Default::default()
         }
     };
@@ -601,6 +706,94 @@ mod tests {
         assert!(
             serde_json::from_value::<CreateRequest>(json!({"labels": {"other": "x"}})).is_err()
         );
+    }
+
+    #[test]
+    fn templates_are_checked_at_create() {
+        // Compiles: accepted and stored.
+        let ok = valid(
+            Kind::Selection,
+            json!({"message": "m", "options": [{"id": "a"}], "displayTemplate": "<p>{{ context.x }}</p>",
+                "rowTemplate": "<td>{{ option.id | upcase }}</td>", "hoverTemplate": "<b>{{ option.id }}</b>",
+                "css": "td { color: red }"}),
+        )
+        .unwrap();
+        assert_eq!(
+            ok.spec.display_template.as_deref(),
+            Some("<p>{{ context.x }}</p>")
+        );
+        let KindSpec::Selection(sel) = &ok.spec.kind else {
+            panic!()
+        };
+        assert!(sel.row_template.is_some() && sel.hover_template.is_some());
+        // A syntax error alone: 422 with the field, line and column.
+        let e = valid(
+            Kind::Approval,
+            json!({"message": "m", "context": {}, "displayTemplate": "<p>\n{{ context.x | nosuchfilter }}</p>"}),
+        )
+        .unwrap_err();
+        assert_eq!((e.http_status(), e.code()), (422, "invalid_request"));
+        assert_eq!(e.details()[0].field, "displayTemplate");
+        assert!(
+            e.details()[0].message.starts_with("line 2, column "),
+            "{:?}",
+            e.details()
+        );
+        assert!(e.details()[0].message.contains("nosuchfilter"));
+        for (field, text) in [
+            ("displayTemplate", "{% for x in context %}"),
+            ("displayTemplate", "{% include 'x' %}"),
+            ("css", "@import url(https://evil.example/x.css);"),
+        ] {
+            let e = valid(
+                Kind::Approval,
+                json!({"message": "m", "context": {}, field: text}),
+            )
+            .unwrap_err();
+            assert_eq!(e.http_status(), 422, "{text}: {e}");
+            assert_eq!(e.details()[0].field, field);
+        }
+        // With other field problems: one 400 listing them all.
+        let e = valid(
+            Kind::Approval,
+            json!({"message": "", "context": {}, "displayTemplate": "{{ x | nosuchfilter }}"}),
+        )
+        .unwrap_err();
+        assert_eq!(e.http_status(), 400);
+        let fields: Vec<_> = e.details().iter().map(|d| d.field.as_str()).collect();
+        assert_eq!(fields, ["message", "displayTemplate"]);
+        // Too large: 413 (like context); exactly the limit is fine.
+        let max = crate::template::MAX_TEMPLATE_BYTES;
+        let at_limit = format!("<p>{}</p>", "x".repeat(max - 7));
+        assert!(valid(
+            Kind::Approval,
+            json!({"message": "m", "context": {}, "displayTemplate": at_limit})
+        )
+        .is_ok());
+        let over = format!("<p>{}</p>", "x".repeat(max - 6));
+        let e = valid(
+            Kind::Approval,
+            json!({"message": "m", "context": {}, "displayTemplate": over}),
+        )
+        .unwrap_err();
+        assert_eq!(e.code(), "payload_too_large");
+        // Empty, and the selection-only templates on another kind: field rules (400).
+        let e = valid(
+            Kind::Proposal,
+            json!({"message": "m", "proposal": {"a": "b"}, "css": " ", "rowTemplate": "<td>x</td>"}),
+        )
+        .unwrap_err();
+        assert_eq!(e.http_status(), 400);
+        let fields: Vec<_> = e.details().iter().map(|d| d.field.as_str()).collect();
+        assert_eq!(fields, ["css", "rowTemplate"]);
+        // A row template must produce cells.
+        let e = valid(
+            Kind::Selection,
+            json!({"message": "m", "options": [{"id": "a"}], "rowTemplate": "<p>{{ option.id }}</p>"}),
+        )
+        .unwrap_err();
+        assert_eq!(e.http_status(), 422);
+        assert_eq!(e.details()[0].field, "rowTemplate");
     }
 
     #[test]

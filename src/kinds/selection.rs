@@ -31,6 +31,12 @@ pub struct Selection {
     pub options: Vec<Map<String, Value>>,
     pub min_selections: u32,
     pub max_selections: u32,
+    /// Liquid for the cells of one option row (checked at create).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub row_template: Option<String>,
+    /// Liquid for one option's details card (checked at create).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hover_template: Option<String>,
 }
 
 impl Selection {
@@ -46,7 +52,13 @@ impl Rules for Selection {
     const LABELS: (&'static str, &'static str) = ("Submit", "None of these");
     const HEADING: &'static str = "Please choose";
     const PAGE_LABEL: &'static str = "Selection request";
-    const CREATE_FIELDS: &'static [&'static str] = &["options", "minSelections", "maxSelections"];
+    const CREATE_FIELDS: &'static [&'static str] = &[
+        "options",
+        "minSelections",
+        "maxSelections",
+        "rowTemplate",
+        "hoverTemplate",
+    ];
 
     fn create(
         req: &mut CreateRequest,
@@ -78,6 +90,8 @@ impl Rules for Selection {
             options,
             min_selections: min.clamp(0, u32::MAX as i64) as u32,
             max_selections: max.clamp(0, u32::MAX as i64) as u32,
+            row_template: req.row_template.take(),
+            hover_template: req.hover_template.take(),
         }
     }
 
@@ -100,7 +114,7 @@ impl Rules for Selection {
         answer
     }
 
-    /// The options as one group of radios or checkboxes named `sel`, posted by position.
+    /// The options as a table of radios or checkboxes named `sel`, posted by position.
     fn controls(&self, form: Option<&FormData>) -> Vec<Control> {
         let (min, max) = (self.min_selections, self.max_selections);
         let chosen: Vec<&str> = form.map(|f| f.all("sel").collect()).unwrap_or_default();
@@ -118,6 +132,8 @@ impl Rules for Selection {
                     description: Self::text(o, "description"),
                     checked: chosen.contains(&value.as_str()),
                     value,
+                    cells: None,
+                    card: None,
                 }
             })
             .collect();
@@ -136,7 +152,7 @@ impl Rules for Selection {
                 .flatten(),
             required: false,
             error: None,
-            widget: Widget::Group {
+            widget: Widget::Options {
                 multiple,
                 max: multiple.then_some(max.into()),
                 options,
@@ -261,6 +277,17 @@ mcp_create_args!(
         /// Most options to choose (default 1 = single choice; at most the number of options).
         #[schemars(range(min = 1))]
         pub max_selections: Option<i64>,
+        /// Optional Liquid template (≤ 32 KiB) for the cells of one option's table row, e.g.
+        /// `<td>{{ option.label }}</td><td>{{ option.price | prepend: "€" }}</td>`. Variables:
+        /// `option` (the option object with its extra keys) and `context`. Must output only
+        /// `<td>`/`<th>` cells. Default: one cell with the label (else the id).
+        #[schemars(length(min = 1, max = 32768))]
+        pub row_template: Option<String>,
+        /// Optional Liquid template (≤ 32 KiB) for one option's details card, shown when the
+        /// reviewer hovers, focuses or taps the option (a "Details" disclosure without
+        /// JavaScript). Variables: `option`, `context`.
+        #[schemars(length(min = 1, max = 32768))]
+        pub hover_template: Option<String>,
     }
 );
 
@@ -268,10 +295,14 @@ impl SelectionArgs {
     pub fn into_request(self) -> Result<CreateRequest, Error> {
         let options = self.options.iter().cloned().map(Value::Object).collect();
         let (min_selections, max_selections) = (self.min_selections, self.max_selections);
+        let (row_template, hover_template) =
+            (self.row_template.clone(), self.hover_template.clone());
         Ok(CreateRequest {
             options: Some(options),
             min_selections,
             max_selections,
+            row_template,
+            hover_template,
             ..mcp_common_request!(self)
         })
     }

@@ -14,6 +14,7 @@
 //!   year. Agent-supplied text only ever reaches the templates as escaped text.
 
 pub mod csrf;
+pub mod custom;
 pub mod text;
 pub mod view;
 
@@ -43,9 +44,19 @@ use crate::{
     },
 };
 
-/// Content-Security-Policy of every review response: same-origin files only, nothing inline.
-pub const CSP: &str = "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; \
-    form-action 'self'; frame-ancestors 'none'; base-uri 'none'";
+/// Content-Security-Policy of every review response: same-origin files only, nothing inline
+/// (images may also be `data:`, which is all the requester's templates may use).
+pub const CSP: &str = "default-src 'none'; script-src 'self'; style-src 'self'; \
+    img-src 'self' data:; form-action 'self'; frame-ancestors 'none'; base-uri 'none'";
+
+/// [`CSP`] with one inline stylesheet allowed by its nonce (the requester's scoped `css`).
+fn csp_with_style_nonce(nonce: &str) -> String {
+    CSP.replacen(
+        "style-src 'self';",
+        &format!("style-src 'self' 'nonce-{nonce}';"),
+        1,
+    )
+}
 
 /// The review routes, with the security headers and the body limit applied.
 pub fn router(service: Service) -> Router {
@@ -60,8 +71,9 @@ pub fn router(service: Service) -> Router {
 
 async fn security_headers(mut res: Response) -> Response {
     let h = res.headers_mut();
+    h.entry("content-security-policy")
+        .or_insert(HeaderValue::from_static(CSP));
     for (name, value) in [
-        ("content-security-policy", CSP),
         ("referrer-policy", "no-referrer"),
         ("x-content-type-options", "nosniff"),
         ("x-frame-options", "DENY"),
@@ -158,11 +170,33 @@ fn now_s() -> i64 {
     local_now_ms() / 1000
 }
 
-/// The page of `review`: the form while pending, else its state.
-fn render(s: &Service, token: &str, review: &Review, status: StatusCode, re: Resubmit) -> Response {
+/// The page of `review`: the form while pending (with the requester's templates rendered),
+/// else its state.
+async fn render(
+    s: &Service,
+    token: &str,
+    review: &Review,
+    status: StatusCode,
+    re: Resubmit<'_>,
+) -> Response {
     if review.status == Status::Pending {
         let csrf = csrf::issue(&s.config().secret, token, now_s());
-        page(status, &view::review_page(review, token, csrf, re))
+        let custom = custom::render(&review.spec).await;
+        let nonce = if custom.css.is_some() {
+            crate::token::random_b64(16)
+        } else {
+            String::new()
+        };
+        let mut res = page(
+            status,
+            &view::review_page(review, token, csrf, re, custom, &nonce),
+        );
+        if !nonce.is_empty() {
+            if let Ok(v) = HeaderValue::from_str(&csp_with_style_nonce(&nonce)) {
+                res.headers_mut().insert("content-security-policy", v);
+            }
+        }
+        res
     } else {
         let code = match (status.is_success(), review.status) {
             (true, _) => StatusCode::OK,
@@ -186,7 +220,7 @@ async fn show(
     if let Err(e) = s.record_view(&review).await {
         tracing::debug!(error = %e, "could not record a review page view");
     }
-    render(&s, &token, &review, StatusCode::OK, Resubmit::default())
+    render(&s, &token, &review, StatusCode::OK, Resubmit::default()).await
 }
 
 /// One read of the request (`Service::review`), the checks, then one decide call on that same
@@ -246,18 +280,22 @@ async fn submit(
             &review,
             StatusCode::CONFLICT,
             Resubmit::default(),
-        );
+        )
+        .await;
     }
-    let again = |errors: &[FieldError], notice: Option<String>, status| {
-        let re = Resubmit {
-            form: Some(&form),
-            errors,
-            notice,
-        };
-        render(&s, &token, &review, status, re)
+    let again = |errors: Vec<FieldError>, notice: Option<String>, status| {
+        let (s, token, review, form) = (&s, &token, &review, &form);
+        async move {
+            let re = Resubmit {
+                form: Some(form),
+                errors: &errors,
+                notice,
+            };
+            render(s, token, review, status, re).await
+        }
     };
     if notice.is_some() {
-        return again(&[], notice, StatusCode::FORBIDDEN);
+        return again(Vec::new(), notice, StatusCode::FORBIDDEN).await;
     }
     let parsed = match DecisionInput::from_form(&review.spec, &form) {
         Ok(p) => p,
@@ -274,16 +312,16 @@ async fn submit(
                 }
             }
         }
-        return again(&errors, None, StatusCode::UNPROCESSABLE_ENTITY);
+        return again(errors, None, StatusCode::UNPROCESSABLE_ENTITY).await;
     }
     match s.decide_review(&review, parsed.input).await {
         // Relative: back to this same page, which now shows the decision.
         Ok(Decided::Recorded(_)) => Redirect::to(&token).into_response(),
         Ok(Decided::Refused(now)) => {
-            render(&s, &token, &now, StatusCode::CONFLICT, Resubmit::default())
+            render(&s, &token, &now, StatusCode::CONFLICT, Resubmit::default()).await
         }
-        Err(e @ Error::InvalidDecision { .. }) => {
-            again(e.details(), None, StatusCode::UNPROCESSABLE_ENTITY)
+        Err(e @ Error::Unprocessable { .. }) => {
+            again(e.details().to_vec(), None, StatusCode::UNPROCESSABLE_ENTITY).await
         }
         Err(e) => error_page(e),
     }

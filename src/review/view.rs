@@ -1,5 +1,6 @@
 //! Page models of the review page and the askama templates that render them
-//! (`templates/*.html`, HTML auto-escaping on every `{{ }}`; nothing is marked `|safe`).
+//! (`templates/*.html`, HTML auto-escaping on every `{{ }}`). The only `|safe` outputs are the
+//! requester's rendered templates, which `crate::template` has already sanitized.
 //!
 //! [`ReviewPage`] is the decision form of a pending request (per kind), [`Notice`] every other
 //! page: the confirmation / decided state, withdrawn, expired, and the error pages (which carry
@@ -12,7 +13,10 @@ use std::borrow::Cow;
 
 use askama::Template;
 
-use super::text::{human_time, pretty_json, remaining_text, sentence, visible};
+use super::{
+    custom::Custom,
+    text::{human_time, pretty_json, remaining_text, sentence, visible},
+};
 use crate::{
     error::FieldError,
     form::{
@@ -50,6 +54,13 @@ pub struct ReviewPage {
     pub message: String,
     /// `context`, pretty-printed with its scalars exactly as sent.
     pub context: Option<String>,
+    /// The requester's `displayTemplate` output (sanitized by `crate::template`), shown instead
+    /// of `context`, which then sits in a "raw data" disclosure.
+    pub display: Option<String>,
+    /// Some of the requester's layout could not be shown (its default view is).
+    pub layout_notice: Option<String>,
+    /// The requester's scoped stylesheet and the nonce the CSP allows it by.
+    pub style: Option<Style>,
     pub expires_at: String,
     pub expires_text: String,
     pub remaining_ms: i64,
@@ -65,6 +76,12 @@ pub struct ReviewPage {
     pub comment_error: Option<String>,
     pub submit_label: String,
     pub decline_label: String,
+}
+
+/// A `<style nonce>` block.
+pub struct Style {
+    pub nonce: String,
+    pub css: String,
 }
 
 /// One entry of the error summary at the top of a re-rendered form.
@@ -154,11 +171,41 @@ pub struct Resubmit<'a> {
     pub notice: Option<String>,
 }
 
-/// The decision form of a pending request.
-pub fn review_page(view: &Review, token: &str, csrf: String, re: Resubmit<'_>) -> ReviewPage {
+/// The decision form of a pending request, with what the requester's templates produced
+/// (`custom`) and the nonce its stylesheet goes by.
+pub fn review_page(
+    view: &Review,
+    token: &str,
+    csrf: String,
+    re: Resubmit<'_>,
+    custom: Custom,
+    nonce: &str,
+) -> ReviewPage {
     let spec = &view.spec;
     let mut controls = spec.controls(re.form);
     controls.iter_mut().for_each(reveal);
+    let Custom {
+        display,
+        mut rows,
+        mut cards,
+        css,
+        fell_back,
+    } = custom;
+    for c in &mut controls {
+        if let Widget::Options { options, .. } = &mut c.widget {
+            for (o, cells) in options.iter_mut().zip(rows.take().unwrap_or_default()) {
+                o.cells = Some(cells);
+            }
+            for (o, card) in options.iter_mut().zip(cards.take().unwrap_or_default()) {
+                o.card = Some(card);
+            }
+        }
+    }
+    let layout_notice = (!fell_back.is_empty()).then(|| {
+        "Part of the requester's layout could not be shown, so the standard view is shown \
+         instead."
+            .to_string()
+    });
     let mut problems = Vec::new();
     let mut comment_error = None;
     for e in re.errors {
@@ -190,6 +237,12 @@ pub fn review_page(view: &Review, token: &str, csrf: String, re: Resubmit<'_>) -
             .context
             .as_ref()
             .map(|c| visible(&pretty_json(c.get())).into_owned()),
+        display,
+        layout_notice,
+        style: css.map(|css| Style {
+            nonce: nonce.to_string(),
+            css,
+        }),
         expires_at: rfc3339(view.expires_ms),
         expires_text: human_time(view.expires_ms),
         remaining_ms,
@@ -226,7 +279,9 @@ fn reveal(c: &mut Control) {
     let value = match &mut c.widget {
         Widget::Input(i) => Some(i.value.clone()),
         Widget::TextArea { value, .. } => Some(value.clone()),
-        Widget::Group { options, .. } | Widget::Select { options, .. } => {
+        Widget::Group { options, .. }
+        | Widget::Select { options, .. }
+        | Widget::Options { options, .. } => {
             for o in options {
                 fix(&mut o.label);
                 if let Some(d) = o.description.as_mut() {

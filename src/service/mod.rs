@@ -185,7 +185,14 @@ impl Service {
             idempotency_key,
             webhook_url,
             webhook_include_result,
-        } = kinds::validate_create(kind, req, bounds)?;
+        } = if req.has_templates() {
+            // Compiling a large template takes milliseconds: not on a runtime worker.
+            tokio::task::spawn_blocking(move || kinds::validate_create(kind, req, bounds))
+                .await
+                .map_err(Error::internal)??
+        } else {
+            kinds::validate_create(kind, req, bounds)?
+        };
         let webhook = self.webhook_target(tenant, webhook_url, webhook_include_result)?;
         let spec_json = serde_json::to_string(&spec).map_err(Error::internal)?;
         if spec_json.len() > rules::MAX_RECORD_BYTES {
@@ -266,9 +273,10 @@ impl Service {
                     crate::delivery::guard::literal_problem(&url, hooks.allow_private)
                 };
                 if let Some(p) = problem {
-                    return Err(Error::invalid_decision(vec![
-                        crate::error::FieldError::new("webhookUrl", p),
-                    ]));
+                    return Err(Error::unprocessable(vec![crate::error::FieldError::new(
+                        "webhookUrl",
+                        p,
+                    )]));
                 }
                 url
             }

@@ -17,6 +17,7 @@ mod redis_store;
 mod review_browser;
 mod review_escaping;
 mod review_page;
+mod templates;
 mod topology_drills;
 mod wake;
 mod webhooks;

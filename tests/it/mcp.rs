@@ -20,16 +20,16 @@ use serde_json::{json, Value};
 
 use crate::harness::{Fixture, StoreKind, ACME_KEY, BETA_KEY};
 
-type Client = RunningService<RoleClient, ()>;
+pub(crate) type Client = RunningService<RoleClient, ()>;
 
-async fn connect(base: &str, key: &str) -> Result<Client, String> {
+pub(crate) async fn connect(base: &str, key: &str) -> Result<Client, String> {
     let transport = StreamableHttpClientTransport::from_config(
         StreamableHttpClientTransportConfig::with_uri(format!("{base}/mcp")).auth_header(key),
     );
     ().serve(transport).await.map_err(|e| e.to_string())
 }
 
-async fn call(c: &Client, tool: &str, args: Value) -> CallToolResult {
+pub(crate) async fn call(c: &Client, tool: &str, args: Value) -> CallToolResult {
     let Value::Object(args) = args else {
         panic!("args must be an object")
     };
@@ -38,12 +38,12 @@ async fn call(c: &Client, tool: &str, args: Value) -> CallToolResult {
         .unwrap_or_else(|e| panic!("{tool} failed at the protocol level: {e}"))
 }
 
-fn structured(r: &CallToolResult) -> &Value {
+pub(crate) fn structured(r: &CallToolResult) -> &Value {
     assert_eq!(r.is_error, Some(false), "{r:?}");
     r.structured_content.as_ref().expect("structuredContent")
 }
 
-fn error_text(r: &CallToolResult) -> String {
+pub(crate) fn error_text(r: &CallToolResult) -> String {
     assert_eq!(r.is_error, Some(true), "expected a tool error: {r:?}");
     serde_json::to_value(&r.content).unwrap()[0]["text"]
         .as_str()

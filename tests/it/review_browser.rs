@@ -303,3 +303,280 @@ async fn browser_shows_hidden_characters_instead_of_obeying_them() {
     b.close().await;
     assert_eq!(result(&api, &c.id).await["decision"], "declined");
 }
+
+/// Run `script` (a function body; `arguments` as given) and return its value.
+async fn js(b: &Browser, script: &str, args: Vec<Value>) -> Value {
+    b.client.execute(script, args).await.expect("execute")
+}
+
+/// Computed `props` of the first element matching `css`, plus its box.
+async fn looks(b: &Browser, css: &str, props: &[&str]) -> Value {
+    js(
+        b,
+        "const el = document.querySelector(arguments[0]);
+         if (!el) return null;
+         const s = getComputedStyle(el), r = el.getBoundingClientRect(), out = {};
+         for (const p of arguments[1]) out[p] = s.getPropertyValue(p);
+         out.box = [Math.round(r.width), Math.round(r.height)];
+         return out;",
+        vec![json!(css), json!(props)],
+    )
+    .await
+}
+
+/// Whether the element matching `css`, scrolled into view, is what a click at its centre
+/// would hit (nothing painted over it).
+async fn on_top(b: &Browser, css: &str) -> bool {
+    js(
+        b,
+        "const el = document.querySelector(arguments[0]);
+         el.scrollIntoView({block: 'center'});
+         const r = el.getBoundingClientRect();
+         const hit = document.elementFromPoint(r.left + r.width / 2, r.top + r.height / 2);
+         return hit === el || el.contains(hit);",
+        vec![json!(css)],
+    )
+    .await
+        == json!(true)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn browser_shows_a_templated_approval_and_its_raw_data() {
+    let f = Fixture::new(StoreKind::Redis, 1).await;
+    let api = f.acme();
+    let c = api
+        .create(
+            "approval",
+            json!({"title": "Ship order A-1042", "message": "Ship these items today?",
+                "context": crate::templates::order_context(),
+                "displayTemplate": crate::templates::ORDER_TEMPLATE,
+                "css": ".lines th { background: rgb(1, 2, 3); color: rgb(255, 255, 255) } .lines td:last-child { text-align: right }",
+                "labels": {"submit": "Ship", "decline": "Hold"}}),
+        )
+        .await;
+    let Some(b) = Browser::start("browser_shows_a_templated_approval_and_its_raw_data").await
+    else {
+        return;
+    };
+    open(&b, &api, &c.token).await;
+    assert_eq!(b.text(".tpl-scope.display h3").await, "Order A-1042");
+    assert_eq!(
+        b.text(".tpl-scope.display tbody tr").await,
+        "Keyboard <b>pro</b> 2 99 EUR"
+    );
+    // The requester's CSS applies inside its box.
+    let th = looks(&b, ".lines th", &["background-color", "color"]).await;
+    assert_eq!(th["background-color"], "rgb(1, 2, 3)", "{th}");
+    assert_eq!(th["color"], "rgb(255, 255, 255)");
+    assert_eq!(
+        b.text(".provenance").await,
+        "The content below was provided by the requester."
+    );
+    // The raw JSON is one click away.
+    let raw_shown = "return document.querySelector('details.raw pre').checkVisibility();";
+    assert_eq!(js(&b, raw_shown, vec![]).await, json!(false));
+    b.client
+        .find(fantoccini::Locator::Css("details.raw summary"))
+        .await
+        .unwrap()
+        .click()
+        .await
+        .unwrap();
+    assert_eq!(js(&b, raw_shown, vec![]).await, json!(true));
+    assert!(b
+        .text("details.raw pre")
+        .await
+        .contains("\"sku\": \"KB-01\""));
+    b.screenshot("approval-template").await;
+    b.press("Ship", ".notice.ok").await;
+    b.close().await;
+    assert_eq!(result(&api, &c.id).await["decision"], "submitted");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn browser_picks_from_a_templated_selection_with_cards_on_focus() {
+    let f = Fixture::new(StoreKind::Redis, 1).await;
+    let api = f.acme();
+    let plans = [("s", "Small", 9), ("m", "Medium", 19), ("l", "Large", 39)];
+    let options: Vec<Value> = plans
+        .iter()
+        .map(|(id, name, eur)| json!({"id": id, "label": name, "eur": eur, "cpus": eur / 9, "regions": ["fra", "dub"]}))
+        .collect();
+    let c = api
+        .create(
+            "selection",
+            json!({"title": "Pick a plan", "message": "Which plan for the new service?",
+                "options": options, "context": {"period": "month"},
+                "rowTemplate": "<td class=\"name\">{{ option.label }}</td><td class=\"price\">€{{ option.eur }}/{{ context.period }}</td>",
+                "hoverTemplate": "<h4>{{ option.label }}</h4><p>{{ option.cpus }} vCPU</p><ul>{% for r in option.regions %}<li>{{ r | upcase }}</li>{% endfor %}</ul>",
+                "css": "td.price { color: rgb(0, 128, 0); font-variant-numeric: tabular-nums } td.name { font-weight: 700 }"}),
+        )
+        .await;
+    let Some(b) =
+        Browser::start("browser_picks_from_a_templated_selection_with_cards_on_focus").await
+    else {
+        return;
+    };
+    open(&b, &api, &c.token).await;
+    assert_eq!(b.text("tr.option:nth-child(2) td.price").await, "€19/month");
+    let price = looks(&b, "td.price", &["color"]).await;
+    assert_eq!(price["color"], "rgb(0, 128, 0)", "{price}");
+    // Keyboard focus on an option shows its card in the floating box: inside the options'
+    // fieldset (never over the comment or the buttons), and it never takes a click.
+    let float = "const f = document.querySelector('.card-float'), fs = f.closest('fieldset');
+        const r = f.getBoundingClientRect(), b = fs.getBoundingClientRect();
+        return {shown: !f.hidden, text: f.innerText,
+            inside: r.top >= b.top - 1 && r.bottom <= b.bottom + 1,
+            clicks: getComputedStyle(f).pointerEvents};";
+    let state = js(&b, float, vec![]).await;
+    assert_eq!(state["shown"], false, "{state}");
+    js(&b, "document.getElementById('sel-2').focus();", vec![]).await;
+    let state = js(&b, float, vec![]).await;
+    assert_eq!(state["shown"], true, "{state}");
+    let text = state["text"].as_str().unwrap();
+    assert!(
+        text.contains("Large") && text.contains("4 vCPU") && text.contains("DUB"),
+        "{state}"
+    );
+    assert_eq!(state["inside"], true, "{state}");
+    assert_eq!(state["clicks"], "none", "{state}");
+    // The requester's CSS reaches the card too (it is a template box of its own).
+    b.screenshot("selection-template").await;
+    // Focus moves on: the next option's card.
+    js(&b, "document.getElementById('sel-0').focus();", vec![]).await;
+    let state = js(&b, float, vec![]).await;
+    assert!(state["text"].as_str().unwrap().contains("Small"), "{state}");
+    // The "Details" disclosure (what a browser without the script shows) works on its own.
+    b.client
+        .find(fantoccini::Locator::Css(
+            "tr.option:nth-child(1) details.card summary",
+        ))
+        .await
+        .unwrap()
+        .click()
+        .await
+        .unwrap();
+    assert!(b
+        .text("tr.option:nth-child(1) .card-body")
+        .await
+        .contains("1 vCPU"));
+    // A click anywhere on a row picks it (here: the requester's price cell).
+    b.client
+        .find(fantoccini::Locator::Css("tr.option:nth-child(2) td.price"))
+        .await
+        .unwrap()
+        .click()
+        .await
+        .unwrap();
+    assert_eq!(
+        js(
+            &b,
+            "return document.getElementById('sel-1').checked;",
+            vec![]
+        )
+        .await,
+        json!(true)
+    );
+    b.press("Submit", ".notice.ok").await;
+    b.close().await;
+    let r = result(&api, &c.id).await;
+    assert_eq!(r["selectedIds"], json!(["m"]), "{r}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn browser_hostile_template_cannot_run_load_or_cover_the_buttons() {
+    let f = Fixture::new(StoreKind::Redis, 1).await;
+    let api = f.acme();
+    let body = |template: Option<&str>, css: Option<&str>| {
+        let mut b = json!({"title": "Pay invoice 77", "message": "Pay it?",
+            "context": {"amount": "<img src=x onerror=\"window.pwned=3\">", "to": "ACME"}});
+        if let Some(t) = template {
+            b["displayTemplate"] = t.into();
+        }
+        if let Some(c) = css {
+            b["css"] = c.into();
+        }
+        b
+    };
+    // The real buttons as they look without any template.
+    let plain = api.create("approval", body(None, None)).await;
+    let Some(b) =
+        Browser::start("browser_hostile_template_cannot_run_load_or_cover_the_buttons").await
+    else {
+        return;
+    };
+    let props = [
+        "display",
+        "visibility",
+        "opacity",
+        "background-color",
+        "color",
+        "font-size",
+        "position",
+    ];
+    open(&b, &api, &plain.token).await;
+    let want_primary = looks(&b, "button.primary", &props).await;
+    let want_secondary = looks(&b, "button.secondary", &props).await;
+    let want_h1 = looks(&b, "h1", &props).await;
+
+    // The hostile one: scripts, handlers, a remote image, a fake "Approve" button styled to
+    // cover the page, and CSS aimed at the real buttons and the heading.
+    let template = "<p>Amount: {{ context.amount }}</p>\
+        <script>window.pwned = 1</script>\
+        <img src=\"data:image/png;base64,AAAA\" onerror=\"window.pwned = 2\">\
+        <img src=\"https://evil.example/track.png\">\
+        <div class=\"actions\"><span class=\"fake primary\">Approve</span></div>";
+    let css = ".fake { display: block; position: absolute; top: -600px; left: -50px; width: 3000px; \
+        height: 4000px; background: rgb(31, 95, 191); z-index: 2147483647 } \
+        button, .actions button, button.primary { display: none !important; visibility: hidden !important } \
+        h1, .provenance { display: none !important } * { pointer-events: none }";
+    // What no requester gets past the create check: external URLs in CSS, fixed positioning.
+    for bad in [
+        "td { background: url(https://evil.example/x.png) }",
+        ".fake { position: fixed; inset: 0 }",
+    ] {
+        let r = api
+            .post("/v1/approvals", &body(Some(template), Some(bad)))
+            .await;
+        assert_eq!(r.status, 422, "{bad}: {}", r.body);
+    }
+    let c = api
+        .create("approval", body(Some(template), Some(css)))
+        .await;
+    open(&b, &api, &c.token).await;
+    b.screenshot("hostile-template").await;
+    assert_eq!(looks(&b, "button.primary", &props).await, want_primary);
+    assert_eq!(looks(&b, "button.secondary", &props).await, want_secondary);
+    assert_eq!(looks(&b, "h1", &props).await, want_h1);
+    // Nothing is painted over them: a click at their centre reaches them.
+    for el in ["button.primary", "button.secondary", "h1", ".provenance"] {
+        assert!(on_top(&b, el).await, "{el} is covered");
+    }
+    // The fake is text in the requester's box, not a button.
+    assert_eq!(b.count("button").await, 2);
+    assert_eq!(b.text(".tpl-scope .fake").await, "Approve");
+    // Nothing ran, nothing was fetched from elsewhere.
+    assert_eq!(
+        js(&b, "return window.pwned === undefined;", vec![]).await,
+        json!(true)
+    );
+    let fetched = js(
+        &b,
+        "return performance.getEntriesByType('resource').map(e => e.name);",
+        vec![],
+    )
+    .await;
+    for url in fetched.as_array().unwrap() {
+        assert!(
+            url.as_str().unwrap().starts_with(&api.base),
+            "fetched {url}"
+        );
+    }
+    assert!(b
+        .text(".tpl-scope.display")
+        .await
+        .contains("Amount: <img src=x onerror=\"window.pwned=3\">"));
+    b.press("Approve", ".notice.ok").await;
+    b.close().await;
+    assert_eq!(result(&api, &c.id).await["decision"], "submitted");
+}
