@@ -147,7 +147,7 @@ pub static TABLE: [Row; 13] = [
     row(
         "payload_too_large",
         413,
-        "send less data (context is limited to 64 KiB)",
+        "send less data (context is limited to 64 KiB, each template to 32 KiB, css to 16 KiB)",
     ),
     Row {
         retry_after_secs: Some(1),

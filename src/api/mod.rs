@@ -115,7 +115,9 @@ async fn create(
 #[utoipa::path(post, path = "/v1/approvals", tag = "elicitations", request_body = CreateRequest,
     security(("bearer" = [])), responses(
     (status = 201, body = CreatedOut), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody),
-    (status = 413, body = ErrorBody), (status = 429, body = ErrorBody), (status = 503, body = ErrorBody)))]
+    (status = 413, body = ErrorBody),
+    (status = 422, body = ErrorBody, description = "A template or css that does not compile (line and column in the details), or a webhookUrl this tenant cannot use"),
+    (status = 429, body = ErrorBody), (status = 503, body = ErrorBody)))]
 async fn create_approval(
     State(s): State<Service>,
     t: AgentTenant,
@@ -128,7 +130,9 @@ async fn create_approval(
 #[utoipa::path(post, path = "/v1/selections", tag = "elicitations", request_body = CreateRequest,
     security(("bearer" = [])), responses(
     (status = 201, body = CreatedOut), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody),
-    (status = 413, body = ErrorBody), (status = 429, body = ErrorBody), (status = 503, body = ErrorBody)))]
+    (status = 413, body = ErrorBody),
+    (status = 422, body = ErrorBody, description = "A template or css that does not compile (line and column in the details), or a webhookUrl this tenant cannot use"),
+    (status = 429, body = ErrorBody), (status = 503, body = ErrorBody)))]
 async fn create_selection(
     State(s): State<Service>,
     t: AgentTenant,
@@ -141,7 +145,9 @@ async fn create_selection(
 #[utoipa::path(post, path = "/v1/proposals", tag = "elicitations", request_body = CreateRequest,
     security(("bearer" = [])), responses(
     (status = 201, body = CreatedOut), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody),
-    (status = 413, body = ErrorBody), (status = 429, body = ErrorBody), (status = 503, body = ErrorBody)))]
+    (status = 413, body = ErrorBody),
+    (status = 422, body = ErrorBody, description = "A template or css that does not compile (line and column in the details), or a webhookUrl this tenant cannot use"),
+    (status = 429, body = ErrorBody), (status = 503, body = ErrorBody)))]
 async fn create_proposal(
     State(s): State<Service>,
     t: AgentTenant,

@@ -231,12 +231,14 @@ pub struct CreateRequest {
     /// Events carry the reviewer's answer (`data.result`), not just the status.
     pub webhook_include_result: Option<bool>,
     /// A Liquid template that renders `context` on the review page instead of the plain JSON
-    /// view (variable `context`; every `{{ }}` output is HTML-escaped; at most 32 KiB). A
-    /// template that does not compile is 422 with its line and column.
+    /// view (variable `context`; every `{{ }}` output is HTML-escaped; at most 32 KiB, 413
+    /// above). A template that does not compile is 422 with its line and column (400 with the
+    /// other problems when other fields are also invalid). See docs/templates.md.
     #[schema(min_length = 1, max_length = 32768)]
     pub display_template: Option<String>,
     /// A stylesheet for the templated parts of the page (at most 16 KiB): selectors are scoped
-    /// to them; no `@import`, no external `url()`, no `position: fixed`.
+    /// to them; no `@import` or other at-rules but `@media`/`@supports`, no `url()` except a
+    /// non-SVG `data:image/…`, no `position: fixed`.
     #[schema(min_length = 1, max_length = 16384)]
     pub css: Option<String>,
     /// Approval (form mode) and proposal: the MCP 2025-11-25 elicitation schema subset.
@@ -254,8 +256,9 @@ pub struct CreateRequest {
     /// Proposal: 1–100 fields, each a string, number, boolean or array of strings.
     #[schema(value_type = Option<Object>)]
     pub proposal: Option<Value>,
-    /// Selection: a Liquid template rendering the `<td>` cells of one option's table row
-    /// (variables `option`, `context`; at most 32 KiB). Default: one cell with the label.
+    /// Selection: a Liquid template rendering the cells of one option's table row: only
+    /// `<td>`/`<th>` elements (variables `option`, `context`; at most 32 KiB). Default: one
+    /// cell with the label (else the id) and the description.
     #[schema(min_length = 1, max_length = 32768)]
     pub row_template: Option<String>,
     /// Selection: a Liquid template rendering one option's details card, shown on hover, on
@@ -319,7 +322,20 @@ fn check_templates(
             |s| Compiled::compile(s).map(drop),
         ),
         ("css", req.css.as_ref(), MAX_CSS_BYTES, |s| {
-            scope_css(s).map(drop)
+            // `content: "\\202E"` would put a hidden or direction-changing character on the
+            // page that the ⟨U+XXXX⟩ treatment of agent text never sees.
+            let scoped = scope_css(s)?;
+            match scoped.chars().find(|c| rules::is_hidden(*c)) {
+                Some(c) => Err(TemplateError {
+                    line: 1,
+                    column: 1,
+                    message: format!(
+                        "U+{:04X} (a hidden or direction-changing character) is not allowed",
+                        c as u32
+                    ),
+                }),
+                None => Ok(()),
+            }
         }),
     ];
     let mut broken = Vec::new();
@@ -368,7 +384,8 @@ pub struct ValidCreate {
 }
 
 /// Validate a create for `kind`: every problem is reported at once (400 with per-field
-/// details), except an oversized `context` (413).
+/// details), except an oversized `context`, template or `css` (413); templates that do not
+/// compile are 422 when they are the only problem.
 pub fn validate_create(
     kind: Kind,
     mut req: CreateRequest,
@@ -744,6 +761,8 @@ mod tests {
             ("displayTemplate", "{% for x in context %}"),
             ("displayTemplate", "{% include 'x' %}"),
             ("css", "@import url(https://evil.example/x.css);"),
+            ("css", "td::before { content: \"\\202E x\" }"),
+            ("css", "td::before { content: \"\u{200B}\" }"),
         ] {
             let e = valid(
                 Kind::Approval,

@@ -153,12 +153,12 @@ pub async fn render(spec: &Spec) -> Custom {
     let deadline = tokio::time::Instant::from_std(started + TIMEOUT);
     let mut out = match tokio::time::timeout_at(deadline, main).await {
         Ok(Ok(out)) => out,
-        Ok(Err(e)) => {
-            let mut out = Custom::default();
-            fell_back(&mut out, "displayTemplate", "failed", &e);
-            out
-        }
-        Err(_) => {
+        // The task panicked (a bug) or ran out of time: every part it had falls back.
+        failed => {
+            let (why, detail): (_, &dyn std::fmt::Display) = match &failed {
+                Ok(Err(e)) => ("failed", e),
+                _ => ("timeout", &"the page's templates took too long"),
+            };
             let mut out = Custom::default();
             for (part, present) in [
                 ("displayTemplate", spec.display_template.is_some()),
@@ -169,12 +169,7 @@ pub async fn render(spec: &Spec) -> Custom {
                 ("css", spec.css.is_some()),
             ] {
                 if present {
-                    fell_back(
-                        &mut out,
-                        part,
-                        "timeout",
-                        &"the page's templates took too long",
-                    );
+                    fell_back(&mut out, part, why, detail);
                 }
             }
             out

@@ -9,9 +9,12 @@
 //!   exactly like the JSON route. Invalid input re-renders the form (422) with the values kept
 //!   and records nothing.
 //! - An unknown or malformed token is a 404 page with no details, before any other check.
-//! - Every response carries a strict CSP (no inline script or style), `no-referrer`, `nosniff`,
+//! - Every response carries a strict CSP (no inline script; no inline style but the requester's
+//!   scoped `css`, allowed by a per-response nonce), `no-referrer`, `nosniff`,
 //!   `frame-ancestors 'none'`; pages are `no-store`, versioned static files are cached for a
-//!   year. Agent-supplied text only ever reaches the templates as escaped text.
+//!   year. Agent-supplied text only ever reaches the templates as escaped text, except the
+//!   output of the requester's display templates, which `crate::template` has escaped and
+//!   sanitized (see `custom`).
 
 pub mod csrf;
 pub mod custom;

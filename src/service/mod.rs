@@ -198,7 +198,7 @@ impl Service {
         if spec_json.len() > rules::MAX_RECORD_BYTES {
             return Err(Error::PayloadTooLarge(format!(
                 "the request is {} bytes stored; the limit is {} (context, options with their \
-                 extra keys, schema and text together)",
+                 extra keys, schema, templates and text together)",
                 spec_json.len(),
                 rules::MAX_RECORD_BYTES
             )));

@@ -44,8 +44,8 @@
 //! # Embedding (the caller's part)
 //! Put each template's output inside an element with class `tpl-scope` ([`SCOPE`]), and the
 //! output of [`scope_css`] in `<style nonce="…">`. Page CSS should give `.tpl-scope`
-//! `contain: paint; position: relative; overflow: hidden`, so that nothing inside can paint
-//! outside it.
+//! `contain: paint; position: relative` and a clipping `overflow` (the page uses `auto`), so
+//! that nothing inside can paint outside it.
 
 mod budget;
 mod css;

@@ -577,6 +577,34 @@ async fn browser_hostile_template_cannot_run_load_or_cover_the_buttons() {
         .await
         .contains("Amount: <img src=x onerror=\"window.pwned=3\">"));
     b.press("Approve", ".notice.ok").await;
-    b.close().await;
     assert_eq!(result(&api, &c.id).await["decision"], "submitted");
+
+    // A selection whose CSS tries to hide or disable the choices: they stay visible and usable.
+    let s = api
+        .create(
+            "selection",
+            json!({"message": "Pick", "options": [{"id": "a", "label": "A"}, {"id": "b", "label": "B"}],
+                "rowTemplate": "<td>{{ option.label }}</td>", "hoverTemplate": "<p>card {{ option.id }}</p>",
+                "css": ".pick input { display: none !important; opacity: 0 !important; pointer-events: none !important }                     tr.option, td.pick { visibility: hidden !important; opacity: 0 !important }                     .card-body, .card-body * { pointer-events: auto !important }"}),
+        )
+        .await;
+    open(&b, &api, &s.token).await;
+    for input in ["#sel-0", "#sel-1"] {
+        let shown = format!("return document.querySelector('{input}').checkVisibility({{opacityProperty: true, visibilityProperty: true}});");
+        assert_eq!(js(&b, &shown, vec![]).await, json!(true), "{input} hidden");
+        assert!(on_top(&b, input).await, "{input} covered");
+    }
+    let clicks = "return [...document.querySelectorAll('.card-float, .card-float *')].every(e => getComputedStyle(e).pointerEvents === 'none');";
+    js(&b, "document.getElementById('sel-1').focus();", vec![]).await;
+    assert_eq!(js(&b, clicks, vec![]).await, json!(true));
+    b.client
+        .find(fantoccini::Locator::Css("#sel-0"))
+        .await
+        .unwrap()
+        .click()
+        .await
+        .unwrap();
+    b.press("Submit", ".notice.ok").await;
+    b.close().await;
+    assert_eq!(result(&api, &s.id).await["selectedIds"], json!(["a"]));
 }
