@@ -1,4 +1,5 @@
--- replay.lua: deliver a failed webhook delivery again (its attempts start over).
+-- replay.lua: deliver a failed webhook delivery again, now and then on the whole retry schedule
+-- (the schedule counts from here; earlier attempts stay in the history).
 -- KEYS[1] the shard's delivery queue   KEYS[2] the delivery   KEYS[3] its record
 -- ARGV[1] tenant   ARGV[2] delivery id
 -- Returns {"ok", JSON} or {"err", code}: not_found (no such delivery for this tenant),
@@ -17,6 +18,7 @@ local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 d.state = 'pending'
 d.nextAt = now
 d.replays = (d.replays or 0) + 1
+d.scheduleFrom = #(d.attempts or {})
 d.lease = nil
 json = cjson.encode(d)
 redis.call('SET', KEYS[2], json, 'KEEPTTL')

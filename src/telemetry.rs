@@ -70,6 +70,12 @@ const BUCKETS: &[f64] = &[
     60.0,
 ];
 
+/// Buckets of `elicitd_webhook_delivery_lag_seconds` (s): a delivery may be retried for a day.
+const LAG_BUCKETS: &[f64] = &[
+    0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 300.0, 900.0, 1800.0,
+    3600.0, 7200.0, 18000.0, 43200.0, 86400.0, 172800.0,
+];
+
 static PROMETHEUS: OnceLock<Option<PrometheusHandle>> = OnceLock::new();
 
 /// The process-wide Prometheus handle; installs the recorder (and describes every metric) on
@@ -79,6 +85,12 @@ pub fn prometheus() -> Option<&'static PrometheusHandle> {
         .get_or_init(|| {
             let handle = PrometheusBuilder::new()
                 .set_buckets_for_metric(Matcher::Suffix("_seconds".into()), BUCKETS)
+                .ok()?
+                // Full matchers win over suffix ones: deliveries retried for hours.
+                .set_buckets_for_metric(
+                    Matcher::Full("elicitd_webhook_delivery_lag_seconds".into()),
+                    LAG_BUCKETS,
+                )
                 .ok()?
                 .install_recorder()
                 .ok()?;

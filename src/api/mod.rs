@@ -249,7 +249,7 @@ async fn deliveries(
     Ok(Json(s.deliveries(&t.0, &id).await?))
 }
 
-/// Deliver a failed delivery again, from its first attempt.
+/// Deliver a failed delivery again: now, then on the whole retry schedule.
 #[utoipa::path(post, path = "/v1/elicitations/{id}/deliveries/{deliveryId}/replay", tag = "elicitations",
     params(("id" = String, Path, description = "elicitationId"), ("deliveryId" = String, Path, description = "the delivery's id (webhook-id)")),
     security(("bearer" = [])), responses(

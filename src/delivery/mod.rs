@@ -43,6 +43,9 @@ use crate::{
 pub const POLL: Duration = Duration::from_millis(500);
 /// Attempts in flight per replica at most (more wait in the queue).
 const MAX_IN_FLIGHT: usize = 128;
+/// Lease time kept in hand beyond the attempt's timeout for recording the outcome (at most
+/// half of what the lease has beyond the timeout).
+const LEASE_MARGIN: Duration = Duration::from_secs(2);
 /// Deliveries claimed per shard per look.
 const CLAIM_BATCH: usize = 32;
 /// Longest `Retry-After` honoured.
@@ -207,10 +210,19 @@ impl Deliverer {
 
     /// Attempt `d` once and store the result.
     async fn attempt(&self, mut d: Delivery) {
+        let claimed = tokio::time::Instant::now();
         let limit = self.host_limit(&d.url);
         let Ok(_permit) = limit.acquire().await else {
             return;
         };
+        // Waiting for the host's turn used up the lease: too little of it is left for a whole
+        // attempt, and another replica may claim the delivery at any moment. Leave it to the
+        // next claim rather than risk sending it twice.
+        let margin = LEASE_MARGIN.min(self.config.lease.saturating_sub(self.config.timeout) / 2);
+        if claimed.elapsed() + self.config.timeout + margin > self.config.lease {
+            tracing::debug!(delivery = %d.id, "lease too short after waiting for the host; left for the next claim");
+            return;
+        }
         let started = tokio::time::Instant::now();
         let at = local_now_ms();
         let (outcome, status, error) = self.send(&d).await;
@@ -222,7 +234,8 @@ impl Deliverer {
             error,
             duration_ms: duration.as_millis() as u64,
         });
-        let made = d.attempts.len();
+        // Attempts on the current schedule (a replay starts it over).
+        let made = d.attempts.len().saturating_sub(d.schedule_from);
         let now = local_now_ms();
         let (state, next_at, label) = match outcome {
             Ending::Delivered => (DeliveryState::Delivered, None, "delivered"),

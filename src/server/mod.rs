@@ -42,6 +42,18 @@ use crate::{
 /// Build the service (connects to Redis when configured).
 pub async fn build(config: Config) -> Result<Service, Box<dyn std::error::Error + Send + Sync>> {
     let config = Arc::new(config);
+    // A tenant's default endpoint that can never be delivered to is a configuration error,
+    // found now rather than at the first event.
+    for (tenant, url) in &config.webhooks.endpoints {
+        if let Some(p) = crate::delivery::guard::literal_problem(url, config.webhooks.allow_private)
+        {
+            return Err(format!(
+                "ELICITD_WEBHOOKS: tenant {tenant}: {url} {p} (ELICITD_WEBHOOK_ALLOW_PRIVATE=true \
+                 allows it)"
+            )
+            .into());
+        }
+    }
     telemetry::prometheus();
     let hub = Hub::new(config.max_parked_awaits);
     let store: Arc<dyn Store> = match &config.redis_url {

@@ -206,9 +206,17 @@ impl Service {
         let id = ElicitationId::random();
         let salt = token::random_b64(16);
         let review_token = token::review_token(&self.config.secret, &salt, &id.to_string());
+        // The fingerprint covers where the events go too: the same key with another webhook
+        // target is another request.
         let idempotency = idempotency_key.map(|k| Idempotency {
             key_hash: token::sha256_hex(k.as_bytes()),
-            fingerprint: token::sha256_hex(spec_json.as_bytes()),
+            fingerprint: token::sha256_hex(
+                match &webhook {
+                    Some(w) => format!("{spec_json}\nwebhook {} {}", w.include_result, w.url),
+                    None => spec_json.clone(),
+                }
+                .as_bytes(),
+            ),
         });
         let created = self
             .store
@@ -315,7 +323,7 @@ impl Service {
         delivery_id: &str,
     ) -> Result<DeliveryOut> {
         refused(
-            "replay",
+            "replay_delivery",
             async {
                 let id = parse_id(id)?;
                 let d = self.store.replay_delivery(tenant, id, delivery_id).await?;

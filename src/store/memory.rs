@@ -82,6 +82,7 @@ impl Inner {
                 attempts: Vec::new(),
                 lease: None,
                 replays: None,
+                schedule_from: 0,
             },
         );
     }
@@ -510,6 +511,7 @@ impl Store for MemoryStore {
         d.next_at = Some(now);
         d.lease = None;
         d.replays = Some(d.replays.unwrap_or(0) + 1);
+        d.schedule_from = d.attempts.len();
         Ok(d.clone())
     }
 

@@ -203,6 +203,13 @@ pub struct Delivery {
     pub lease: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub replays: Option<u32>,
+    /// How many of `attempts` came before the last replay: the retry schedule counts from here.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub schedule_from: usize,
+}
+
+fn is_zero(n: &usize) -> bool {
+    *n == 0
 }
 
 /// The delivery id (`webhook-id`) of a record's event: one per transition, ever.

@@ -417,3 +417,115 @@ async fn non_public_targets_and_tenants_without_a_secret_are_refused() {
         .unwrap()
         .contains("signing secret"));
 }
+
+crate::on_stores!(
+    on_memory_replay,
+    Memory,
+    a_replay_gets_the_whole_schedule_again
+);
+crate::on_stores!(
+    on_redis_replay,
+    Redis,
+    a_replay_gets_the_whole_schedule_again
+);
+
+/// A replayed delivery is attempted on the whole retry schedule again, not once; its earlier
+/// attempts stay in its history. Also: the lag histogram reaches days.
+async fn a_replay_gets_the_whole_schedule_again(kind: StoreKind) {
+    let receiver = Receiver::start(vec![
+        Reply::Status(500),
+        Reply::Status(500),
+        Reply::Status(500),
+    ])
+    .await;
+    let f = Fixture::own(kind, 1, |c| hooks(c, &[0, 0])).await;
+    let api = f.acme();
+    let c = api
+        .create(
+            "approval",
+            json!({"message": "m", "context": 1, "webhookUrl": receiver.url()}),
+        )
+        .await;
+    api.cancel(&c.id).await;
+    let d = deliveries_until(&api, &c.id, Duration::from_secs(10), |d| {
+        d[0]["state"] == "failed"
+    })
+    .await;
+    assert_eq!(d[0]["attempts"].as_array().unwrap().len(), 2);
+    let did = d[0]["id"].as_str().unwrap().to_string();
+    let r = api
+        .post_empty(&format!(
+            "/v1/elicitations/{}/deliveries/{did}/replay",
+            c.id
+        ))
+        .await;
+    assert_eq!(r.status, 202, "{}", r.body);
+    // 500 once more, then 200 on the schedule's second attempt.
+    let d = deliveries_until(&api, &c.id, Duration::from_secs(10), |d| {
+        d[0]["state"] == "delivered"
+    })
+    .await;
+    assert_eq!(d[0]["attempts"].as_array().unwrap().len(), 4, "{d:?}");
+    assert_eq!(receiver.got().len(), 4);
+    assert!(receiver.got().iter().all(|m| m.id() == did));
+    let m = reqwest::get(format!("{}/metrics", f.apps[0].base))
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(
+        m.contains("elicitd_webhook_delivery_lag_seconds_bucket{le=\"86400\"}"),
+        "{m}"
+    );
+}
+
+/// The idempotency fingerprint covers the webhook target: the same key with another target is
+/// another request (400), the same key and target is the first request.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn idempotency_covers_the_webhook_target() {
+    let f = Fixture::own(StoreKind::Memory, 1, |c| hooks(c, &[0])).await;
+    let api = f.acme();
+    let body = |url: &str, include: bool| {
+        json!({"message": "m", "context": 1, "idempotencyKey": "k-1",
+            "webhookUrl": url, "webhookIncludeResult": include})
+    };
+    let first = api
+        .post("/v1/approvals", &body("https://hooks.example.com/a", false))
+        .await;
+    assert_eq!(first.status, 201, "{}", first.body);
+    let same = api
+        .post("/v1/approvals", &body("https://hooks.example.com/a", false))
+        .await;
+    assert_eq!(same.str("elicitationId"), first.str("elicitationId"));
+    for other in [
+        body("https://hooks.example.com/b", false),
+        body("https://hooks.example.com/a", true),
+    ] {
+        let r = api.post("/v1/approvals", &other).await;
+        assert_eq!(r.status, 400, "{other}: {}", r.body);
+    }
+}
+
+/// A tenant's default endpoint on a non-public address is a startup error (unless allowed).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_private_default_endpoint_is_refused_at_startup() {
+    let mut c = test_config(None, "startup");
+    hooks(&mut c, &[0]);
+    c.webhooks.allow_private = false;
+    c.webhooks.endpoints.insert(
+        elicitd::model::Tenant::new("acme").unwrap(),
+        "http://10.1.2.3/hook".into(),
+    );
+    let e = elicitd::server::build(c.clone())
+        .await
+        .err()
+        .expect("refused");
+    assert!(
+        e.to_string().contains("non-public address (10.1.2.3)"),
+        "{e}"
+    );
+    c.webhooks.allow_private = true;
+    let s = elicitd::server::build(c).await.expect("allowed");
+    s.shutdown();
+}

@@ -16,7 +16,7 @@
 //! - **No added delay.** There is no timer: at low load every read finds a free slot and is sent
 //!   at once as a call of one.
 //! - **Redis Cluster.** A script's keys must share a hash slot, so a batch is split by slot there
-//!   (keys of one elicitation share a slot; different ones rarely do).
+//!   (keys of one elicitation share its shard's slot; 16 shards, so a batch is a few calls).
 
 use std::sync::Arc;
 

@@ -1,6 +1,6 @@
 //! The Redis store (fleet mode). Layout:
 //! - [`conn`]: building and checking connections, Redis failure → our error;
-//! - [`keys`]: key names (every key of one elicitation carries the hash tag `{<id>}`);
+//! - [`keys`]: key names (every key of one elicitation carries its shard's hash tag `{sNN}`);
 //! - [`codec`]: record fields decoded by name, `TIME`, script replies;
 //! - [`batch`]: batched record reads (`lua/read.lua`, the status hot path);
 //! - [`subscriber`]: sharded pub/sub for the waiter hub;
@@ -854,7 +854,7 @@ impl Store for RedisStore {
         let shard = keys::shard_of(id);
         let reply = self
             .eval(
-                "replay",
+                "replay_delivery",
                 &self.scripts.replay,
                 vec![
                     self.keys.due(shard),
