@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The benchmark behind docs/benchmarks.md: one Redis and two release replicas (A, B) on fixed
+# The benchmark behind docs/benchmarks.md: one Redis and two release replicas (A, B) on free
 # loopback ports, then
 #   - /healthz and status on A, interleaved, ROUNDS rounds at 32 and at 128 connections, with the
 #     CPU each process spent per request (from /proc/<pid>/stat) — ratios are per round;
@@ -19,7 +19,7 @@ source .ci/lib.sh
 BIN=${BIN:-"$(target_dir)/release"}
 OUT=${OUT:-/tmp/bench-out}; rm -rf "$OUT"; mkdir -p "$OUT"
 ROUNDS=${ROUNDS:-3}; DUR=${DUR:-8s}
-RP=36379; AP=38081; BP=38082; KEY=bench-key-0123456789abcdef
+RP=$(free_port); AP=$(free_port); BP=$(free_port); KEY=bench-key-0123456789abcdef
 # A previous run's server may still be exiting: wait for the port.
 for _ in $(seq 100); do redis-cli -p $RP ping >/dev/null 2>&1 || break; sleep 0.1; done
 redis-server --port $RP --bind 127.0.0.1 --save '' --appendonly no --maxclients 50000 --dir "$OUT" --daemonize no > "$OUT/redis.log" 2>&1 &

@@ -35,12 +35,13 @@ redis() { # port [extra args...]
 }
 
 # Standalone, and a primary with one replica.
-redis 36400
-redis 36401
-redis 36402 --replicaof 127.0.0.1 36401
-until redis-cli -p 36402 info replication | grep -q 'master_link_status:up'; do sleep 0.1; done
-# A cluster: ports 36410-36415, bus ports +10000.
-CPORTS=(36410 36411 36412 36413 36414 36415)
+redis 21400
+redis 21401
+redis 21402 --replicaof 127.0.0.1 21401
+until redis-cli -p 21402 info replication | grep -q 'master_link_status:up'; do sleep 0.1; done
+# A cluster: ports 21410-21415, bus ports +10000 (all below the ephemeral port range, so an
+# outgoing connection cannot be holding one).
+CPORTS=(21410 21411 21412 21413 21414 21415)
 for p in "${CPORTS[@]}"; do
   redis "$p" --cluster-enabled yes --cluster-config-file nodes.conf --cluster-node-timeout 2000
 done
@@ -54,7 +55,7 @@ for p in "${CPORTS[@]}"; do
     && ! redis-cli -p "$p" info replication | grep -q 'master_link_status:up'; do sleep 0.1; done
 done
 NODES=$(printf '&node=127.0.0.1:%s' "${CPORTS[@]:1}")
-CLUSTER_URL="redis-cluster://127.0.0.1:36410?${NODES#&}"
+CLUSTER_URL="redis-cluster://127.0.0.1:21410?${NODES#&}"
 
 LT="$BIN/elicitd-loadtest"
 replica() { # port url acks
@@ -67,11 +68,11 @@ replica() { # port url acks
 
 one() { # name url acks
   local name=$1 url=$2 acks=$3 a b
-  a=$(replica 38201 "$url" "$acks"); b=$(replica 38202 "$url" "$acks")
-  for p in 38201 38202; do
+  a=$(replica 21201 "$url" "$acks"); b=$(replica 21202 "$url" "$acks")
+  for p in 21201 21202; do
     for _ in $(seq 100); do curl -sf "http://127.0.0.1:$p/readyz" >/dev/null && break; sleep 0.1; done
   done
-  local A=http://127.0.0.1:38201 B=http://127.0.0.1:38202
+  local A=http://127.0.0.1:21201 B=http://127.0.0.1:21202
   for s in status create; do
     "$LT" "$s" --url $A --api-key $KEY --concurrency 32 --duration "$DUR" --json --quiet \
       > "$OUT/$name-$s.json" 2>"$OUT/$name-$s.err"
@@ -100,8 +101,8 @@ print(f"{name:16} status {fmt(st)} | create {fmt(cr)} | await wake {wake}")
 EOF
 }
 
-one standalone redis://127.0.0.1:36400 0
-one standalone+acks redis://127.0.0.1:36401 1
+one standalone redis://127.0.0.1:21400 0
+one standalone+acks redis://127.0.0.1:21401 1
 one cluster "$CLUSTER_URL" 0
 one cluster+acks "$CLUSTER_URL" 1
 say "load at the end: $(uptime)"
