@@ -231,15 +231,16 @@ pub struct CreateRequest {
     /// Events carry the reviewer's answer (`data.result`), not just the status.
     pub webhook_include_result: Option<bool>,
     /// A Liquid template that renders `context` on the review page instead of the plain JSON
-    /// view (variable `context`; every `{{ }}` output is HTML-escaped; at most 32 KiB, 413
-    /// above). A template that does not compile is 422 with its line and column (400 with the
-    /// other problems when other fields are also invalid). See docs/templates.md.
-    #[schema(min_length = 1, max_length = 32768)]
+    /// view (variable `context`; every `{{ }}` output is HTML-escaped; at most 32 768 bytes of
+    /// UTF-8, 413 above: a byte limit, so not expressed as `maxLength`). A template that does
+    /// not compile is 422 with its line and column (400 with the other problems when other
+    /// fields are also invalid). See docs/templates.md.
+    #[schema(min_length = 1)]
     pub display_template: Option<String>,
-    /// A stylesheet for the templated parts of the page (at most 16 KiB): selectors are scoped
-    /// to them; no `@import` or other at-rules but `@media`/`@supports`, no `url()` except a
+    /// A stylesheet for the templated parts of the page (at most 16 384 bytes, 413 above):
+    /// selectors are scoped to them; no `@import` or other at-rules but `@media`/`@supports`, no `url()` except a
     /// non-SVG `data:image/…`, no `position: fixed`.
-    #[schema(min_length = 1, max_length = 16384)]
+    #[schema(min_length = 1)]
     pub css: Option<String>,
     /// Approval (form mode) and proposal: the MCP 2025-11-25 elicitation schema subset.
     #[schema(value_type = Option<Object>)]
@@ -257,13 +258,14 @@ pub struct CreateRequest {
     #[schema(value_type = Option<Object>)]
     pub proposal: Option<Value>,
     /// Selection: a Liquid template rendering the cells of one option's table row: only
-    /// `<td>`/`<th>` elements (variables `option`, `context`; at most 32 KiB). Default: one
-    /// cell with the label (else the id) and the description.
-    #[schema(min_length = 1, max_length = 32768)]
+    /// `<td>`/`<th>` elements (variables `option`, `context`; at most 32 768 bytes, 413
+    /// above). Default: one cell with the label (else the id) and the description.
+    #[schema(min_length = 1)]
     pub row_template: Option<String>,
     /// Selection: a Liquid template rendering one option's details card, shown on hover, on
-    /// keyboard focus and on tap (variables `option`, `context`; at most 32 KiB).
-    #[schema(min_length = 1, max_length = 32768)]
+    /// keyboard focus and on tap (variables `option`, `context`; at most 32 768 bytes, 413
+    /// above).
+    #[schema(min_length = 1)]
     pub hover_template: Option<String>,
 }
 
@@ -622,11 +624,11 @@ macro_rules! mcp_create_args {
             /// HTML-escaped; allowed HTML: text formatting, lists, tables, `data:` images (no
             /// links, forms, scripts, style attributes). A syntax error is refused with its
             /// line and column. The reviewer can still open the raw JSON.
-            #[schemars(length(min = 1, max = 32768))]
+            #[schemars(length(min = 1))]
             pub display_template: Option<String>,
             /// Optional CSS (≤ 16 KiB) for the templated parts; selectors are scoped to them. No
             /// `@import`, no `url()` except `data:image/…`, no `position: fixed`.
-            #[schemars(length(min = 1, max = 16384))]
+            #[schemars(length(min = 1))]
             pub css: Option<String>,
             $($extra)*
         }

@@ -281,12 +281,12 @@ mcp_create_args!(
         /// `<td>{{ option.label }}</td><td>{{ option.price | prepend: "€" }}</td>`. Variables:
         /// `option` (the option object with its extra keys) and `context`. Must output only
         /// `<td>`/`<th>` cells. Default: one cell with the label (else the id).
-        #[schemars(length(min = 1, max = 32768))]
+        #[schemars(length(min = 1))]
         pub row_template: Option<String>,
         /// Optional Liquid template (≤ 32 KiB) for one option's details card, shown when the
         /// reviewer hovers, focuses or taps the option (a "Details" disclosure without
         /// JavaScript). Variables: `option`, `context`.
-        #[schemars(length(min = 1, max = 32768))]
+        #[schemars(length(min = 1))]
         pub hover_template: Option<String>,
     }
 );
