@@ -1,7 +1,8 @@
 -- cancel.lua: the requester withdraws, pending -> canceled (repeat cancels answer canceled).
 -- KEYS[1] record hash (also the shard channel)   KEYS[2] audit list
--- KEYS[3..6] delivery queue, deadline index, delivery list, this event's delivery (outbox.lua)
--- ARGV[1] tenant   ARGV[2] actor   ARGV[3] elicitation id   ARGV[4] this event's delivery id
+-- KEYS[3..8] delivery queue, deadline index, delivery list, this event's deliveries (webhook,
+-- email, slack; outbox.lua); ARGV[4..6] their ids
+-- ARGV[1] tenant   ARGV[2] actor   ARGV[3] elicitation id
 -- Returns {"ok", "canceled", changed} (changed "1" the first time, "0" on repeats) or
 -- {"err", code}: not_found (absent or other tenant), expired, already_decided.
 -- Clock: Redis TIME. Publishes "canceled" on KEYS[1] (SPUBLISH) when it changes, and writes
@@ -27,5 +28,6 @@ redis.call('HSET', KEYS[1], 'status', 'canceled')
 redis.call('RPUSH', KEYS[2], '{"type":"canceled","at":' .. nows .. ',"actor":' ..
   cjson.encode(ARGV[2]) .. '}')
 redis.call('SPUBLISH', KEYS[1], 'canceled')
-event(KEYS[1], ARGV[3], KEYS[3], KEYS[4], KEYS[5], KEYS[6], ARGV[4], 'canceled', now)
+event(KEYS[1], ARGV[3], KEYS[3], KEYS[4], KEYS[5], { KEYS[6], KEYS[7], KEYS[8] },
+  { ARGV[4], ARGV[5], ARGV[6] }, 'canceled', now)
 return {'ok', 'canceled', '1'}

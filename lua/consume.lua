@@ -1,8 +1,9 @@
 -- consume.lua: read the outcome, submitted|declined -> consumed (repeat reads allowed).
 -- KEYS[1] record hash (also the shard channel)   KEYS[2] audit list
--- KEYS[3..6] delivery queue, deadline index, delivery list, this event's delivery (outbox.lua)
+-- KEYS[3..8] delivery queue, deadline index, delivery list, this event's deliveries (webhook,
+-- email, slack; outbox.lua); ARGV[5..7] their ids
 -- ARGV[1] tenant   ARGV[2] actor   ARGV[3] most audit entries to append a "fetched" event to
--- ARGV[4] elicitation id   ARGV[5] this event's delivery id
+-- ARGV[4] elicitation id
 -- Returns {"ok", outcome JSON, decided_ms, spec JSON} or {"err", code}: not_found, not_decided,
 -- canceled, expired. Every successful call counts in the record's `fetches` and appends a
 -- "fetched" audit event while the audit list is shorter than ARGV[3] (so an agent reading a
@@ -30,7 +31,8 @@ local nows = string.format('%.0f', now)
 if st ~= 'consumed' then
   redis.call('HSET', KEYS[1], 'status', 'consumed')
   redis.call('SPUBLISH', KEYS[1], 'consumed')
-  event(KEYS[1], ARGV[4], KEYS[3], KEYS[4], KEYS[5], KEYS[6], ARGV[5], 'consumed', now)
+  event(KEYS[1], ARGV[4], KEYS[3], KEYS[4], KEYS[5], { KEYS[6], KEYS[7], KEYS[8] },
+    { ARGV[5], ARGV[6], ARGV[7] }, 'consumed', now)
 end
 redis.call('HINCRBY', KEYS[1], 'fetches', 1)
 if redis.call('LLEN', KEYS[2]) < tonumber(ARGV[3]) then

@@ -1,10 +1,11 @@
 -- decide.lua: record a reviewer decision, pending -> submitted | declined.
 -- KEYS[1] record hash (also the shard channel)   KEYS[2] audit list
 -- KEYS[3] the shard's delivery queue  KEYS[4] the shard's deadline index
--- KEYS[5] the record's delivery list  KEYS[6] this event's delivery (see outbox.lua)
+-- KEYS[5] the record's delivery list  KEYS[6..8] this event's deliveries (webhook, email, slack;
+-- see outbox.lua)
 -- ARGV[1] review token hash  ARGV[2] decision ("submitted"|"declined")  ARGV[3] outcome JSON
 -- ARGV[4] actor  ARGV[5] a random nonce of this attempt  ARGV[6] elicitation id
--- ARGV[7] this event's delivery id
+-- ARGV[7..9] this event's delivery ids (webhook, email, slack)
 -- Returns {"ok", status, decided_ms} when recorded — also when the record already carries this
 --   attempt's nonce: a client that re-sends the command after a lost reply (reconnect,
 --   failover) must not be told its own decision was someone else's;
@@ -37,5 +38,6 @@ redis.call('HSET', KEYS[1], 'status', ARGV[2], 'outcome', ARGV[3], 'decided_ms',
 redis.call('RPUSH', KEYS[2], '{"type":"decided","at":' .. nows .. ',"actor":' ..
   cjson.encode(ARGV[4]) .. ',"decision":' .. cjson.encode(ARGV[2]) .. '}')
 redis.call('SPUBLISH', KEYS[1], ARGV[2])
-event(KEYS[1], ARGV[6], KEYS[3], KEYS[4], KEYS[5], KEYS[6], ARGV[7], ARGV[2], now)
+event(KEYS[1], ARGV[6], KEYS[3], KEYS[4], KEYS[5], { KEYS[6], KEYS[7], KEYS[8] },
+  { ARGV[7], ARGV[8], ARGV[9] }, ARGV[2], now)
 return {'ok', ARGV[2], nows}

@@ -14,7 +14,9 @@ if ARGV[3] ~= '' then
 else
   redis.call('ZREM', KEYS[1], ARGV[5])
 end
-if ARGV[4] ~= '' then
+-- Not onto a trail that is gone (the record expired or was withdrawn): that would create a
+-- list without an expiry.
+if ARGV[4] ~= '' and redis.call('EXISTS', KEYS[3]) == 1 then
   redis.call('RPUSH', KEYS[3], ARGV[4])
 end
 return 'ok'

@@ -1,5 +1,6 @@
 -- replay.lua: deliver a failed webhook delivery again, now and then on the whole retry schedule
--- (the schedule counts from here; earlier attempts stay in the history).
+-- (the schedule counts from here; earlier attempts stay in the history). An email delivery
+-- tries the recipients refused before again (those already accepted are not sent to twice).
 -- KEYS[1] the shard's delivery queue   KEYS[2] the delivery   KEYS[3] its record
 -- ARGV[1] tenant   ARGV[2] delivery id
 -- Returns {"ok", JSON} or {"err", code}: not_found (no such delivery for this tenant),
@@ -20,6 +21,7 @@ d.nextAt = now
 d.replays = (d.replays or 0) + 1
 d.scheduleFrom = #(d.attempts or {})
 d.lease = nil
+d.refused = nil
 json = cjson.encode(d)
 redis.call('SET', KEYS[2], json, 'KEEPTTL')
 redis.call('ZADD', KEYS[1], now, ARGV[2])

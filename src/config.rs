@@ -140,6 +140,38 @@ pub struct Cli {
     /// Attempts in flight at once per endpoint (host) on one replica.
     #[arg(long, env = "ELICITD_WEBHOOK_CONCURRENCY", default_value_t = 8)]
     pub webhook_concurrency: usize,
+    /// SMTP server for email notifications: `smtps://host:465` (TLS),
+    /// `smtp://host:587?tls=required` (STARTTLS), `smtp://host:25` (no TLS: a relay on the same
+    /// host or network only), with `user:password@` (URL-encoded) if it needs them. Without
+    /// it, requests cannot ask for email.
+    #[arg(long, env = "ELICITD_SMTP_URL", hide_env_values = true)]
+    pub smtp_url: Option<String>,
+    /// Sender of notification emails: `elicitd@example.com` or `Approvals <elicitd@example.com>`
+    /// (required with ELICITD_SMTP_URL; its domain also names the messages' ids).
+    #[arg(long, env = "ELICITD_SMTP_FROM")]
+    pub smtp_from: Option<String>,
+    /// Default email recipients per tenant: `tenant=a@example.com,b@example.com;tenant2=…`
+    /// (for requests without `notify.email`).
+    #[arg(long, env = "ELICITD_NOTIFY_EMAIL")]
+    pub notify_email: Option<String>,
+    /// Default Slack incoming webhook per tenant: `tenant=https://hooks.slack.com/…;…` (for
+    /// requests without `notify.slackWebhookUrl`).
+    #[arg(long, env = "ELICITD_NOTIFY_SLACK", hide_env_values = true)]
+    pub notify_slack: Option<String>,
+    /// Run this replica's delivery worker (webhooks, email, Slack). `false`: this replica only
+    /// serves; the deliveries its transitions write are sent by the replicas that run one (at
+    /// least one must, or nothing is delivered).
+    #[arg(
+        long,
+        env = "ELICITD_DELIVERY_WORKER",
+        default_value_t = true,
+        action = clap::ArgAction::Set
+    )]
+    pub delivery_worker: bool,
+    /// Display names of tenants, shown as who asks in notifications: `tenant=Acme Billing;…`
+    /// (default: the tenant id).
+    #[arg(long, env = "ELICITD_TENANT_NAMES")]
+    pub tenant_names: Option<String>,
 }
 
 /// What to run (default: the HTTP server).
@@ -175,6 +207,9 @@ pub struct Config {
     pub redis_replica_acks: u32,
     pub redis_replica_timeout: Duration,
     pub webhooks: WebhookConfig,
+    pub notify: NotifyConfig,
+    /// Whether this replica runs a delivery worker.
+    pub delivery_worker: bool,
     pub metrics_listen: Option<SocketAddr>,
     pub create_rate_per_sec: u32,
     pub review_failures_per_min: u32,
@@ -279,10 +314,125 @@ impl WebhookConfig {
             concurrency: cli.webhook_concurrency,
         })
     }
+}
 
-    /// Whether any tenant can have webhooks (else no delivery worker runs).
-    pub fn enabled(&self) -> bool {
-        !self.secrets.is_empty()
+/// Notification settings (see the flags). Deliveries share the webhook schedule, timeout,
+/// lease, concurrency and address guard.
+#[derive(Clone)]
+pub struct NotifyConfig {
+    /// The SMTP URL (validated by lettre at startup); `None`: no email.
+    pub smtp_url: Option<String>,
+    pub smtp_from: Option<lettre::message::Mailbox>,
+    pub email: HashMap<Tenant, Vec<String>>,
+    pub slack: HashMap<Tenant, String>,
+    pub names: HashMap<Tenant, String>,
+}
+
+impl std::fmt::Debug for NotifyConfig {
+    // The SMTP URL and the Slack URLs carry credentials: never printed.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("NotifyConfig")
+            .field("smtp", &self.smtp_url.is_some())
+            .field("smtp_from", &self.smtp_from)
+            .field("email", &self.email)
+            .field("slack_tenants", &self.slack.keys().collect::<Vec<_>>())
+            .field("names", &self.names)
+            .finish()
+    }
+}
+
+impl NotifyConfig {
+    fn from_cli(cli: &Cli) -> Result<Self, ConfigError> {
+        let smtp_from = match cli.smtp_from.as_deref().map(str::trim) {
+            Some(f) if !f.is_empty() => Some(
+                f.parse::<lettre::message::Mailbox>()
+                    .map_err(|e| bad(format!("ELICITD_SMTP_FROM is not an address: {e}")))?,
+            ),
+            _ => None,
+        };
+        let smtp_url = match cli.smtp_url.as_deref().map(str::trim) {
+            Some(u) if !u.is_empty() => {
+                // Not echoed: the URL may carry a password.
+                lettre::AsyncSmtpTransport::<lettre::Tokio1Executor>::from_url(u).map_err(
+                    |_| {
+                        bad("ELICITD_SMTP_URL must be smtp://[user:password@]host[:port][?tls=required] \
+                             or smtps://…")
+                    },
+                )?;
+                if smtp_from.is_none() {
+                    return Err(bad("ELICITD_SMTP_URL needs ELICITD_SMTP_FROM (the sender)"));
+                }
+                Some(u.to_string())
+            }
+            _ => None,
+        };
+        let mut email = HashMap::new();
+        for entry in list(cli.notify_email.as_deref(), ';') {
+            let (tenant, addrs) = entry.split_once('=').ok_or_else(|| {
+                bad("ELICITD_NOTIFY_EMAIL entries must be tenant=a@example.com,…")
+            })?;
+            let tenant = Tenant::new(tenant.trim()).map_err(bad)?;
+            let addrs: Vec<String> = list(Some(addrs), ',').map(str::to_string).collect();
+            let mut errs = Vec::new();
+            crate::model::rules::check_notify(Some(&addrs), None, &mut errs);
+            if let Some(e) = errs.first() {
+                return Err(bad(format!(
+                    "ELICITD_NOTIFY_EMAIL: {tenant}: {} {}",
+                    e.field.replace("notify.email", "address"),
+                    e.message
+                )));
+            }
+            if smtp_url.is_none() {
+                return Err(bad("ELICITD_NOTIFY_EMAIL needs ELICITD_SMTP_URL"));
+            }
+            email.insert(tenant, addrs);
+        }
+        let mut slack = HashMap::new();
+        for entry in list(cli.notify_slack.as_deref(), ';') {
+            let (tenant, url) = entry
+                .split_once('=')
+                .ok_or_else(|| bad("ELICITD_NOTIFY_SLACK entries must be tenant=https://…"))?;
+            let tenant = Tenant::new(tenant.trim()).map_err(bad)?;
+            let url = url.trim();
+            if let Some(p) = crate::model::rules::webhook_url_problem(url) {
+                return Err(bad(format!("ELICITD_NOTIFY_SLACK: {tenant}: {p}")));
+            }
+            slack.insert(tenant, url.to_string());
+        }
+        let mut names = HashMap::new();
+        for entry in list(cli.tenant_names.as_deref(), ';') {
+            let (tenant, name) = entry
+                .split_once('=')
+                .ok_or_else(|| bad("ELICITD_TENANT_NAMES entries must be tenant=Display Name"))?;
+            let tenant = Tenant::new(tenant.trim()).map_err(bad)?;
+            let name = name.trim();
+            if name.is_empty()
+                || name.chars().count() > 80
+                || name
+                    .chars()
+                    .any(|c| c.is_control() || crate::model::rules::is_hidden(c))
+            {
+                return Err(bad(format!(
+                    "ELICITD_TENANT_NAMES: the name of {tenant} must be 1–80 visible characters"
+                )));
+            }
+            names.insert(tenant, name.to_string());
+        }
+        Ok(NotifyConfig {
+            smtp_url,
+            smtp_from,
+            email,
+            slack,
+            names,
+        })
+    }
+
+    /// How notifications name a tenant.
+    pub fn name_of<'a>(&'a self, tenant: &'a str) -> &'a str {
+        Tenant::new(tenant)
+            .ok()
+            .and_then(|t| self.names.get(&t))
+            .map_or(tenant, String::as_str)
     }
 }
 
@@ -307,6 +457,7 @@ impl Config {
     /// Validate the command line into a `Config`.
     pub fn from_cli(cli: Cli) -> Result<Self, ConfigError> {
         let webhooks = WebhookConfig::from_cli(&cli)?;
+        let notify = NotifyConfig::from_cli(&cli)?;
         let public_url = match cli.public_url {
             Some(u) => u,
             None => format!("http://{}", cli.listen),
@@ -401,6 +552,8 @@ impl Config {
             redis_replica_acks: cli.redis_replica_acks,
             redis_replica_timeout: Duration::from_millis(cli.redis_replica_timeout_ms),
             webhooks,
+            notify,
+            delivery_worker: cli.delivery_worker,
             metrics_listen: cli.metrics_listen,
             create_rate_per_sec: cli.create_rate_per_sec,
             review_failures_per_min: cli.review_failures_per_min,

@@ -92,6 +92,11 @@ pub fn prometheus() -> Option<&'static PrometheusHandle> {
                     LAG_BUCKETS,
                 )
                 .ok()?
+                .set_buckets_for_metric(
+                    Matcher::Full("elicitd_notification_delivery_lag_seconds".into()),
+                    LAG_BUCKETS,
+                )
+                .ok()?
                 .install_recorder()
                 .ok()?;
             describe();
@@ -186,7 +191,18 @@ fn describe() {
     );
     describe_gauge!(
         "elicitd_webhook_queue_depth",
-        "Webhook deliveries waiting in the queue (due, scheduled for retry or leased), fleet-wide."
+        "Deliveries (webhooks and notifications) waiting in the queue (due, scheduled for retry \
+         or leased), fleet-wide."
+    );
+    describe_counter!(
+        "elicitd_notifications_total",
+        "Notification attempts by channel (email, slack) and outcome (delivered, retry, failed, \
+         gone)."
+    );
+    describe_histogram!(
+        "elicitd_notification_delivery_lag_seconds",
+        Unit::Seconds,
+        "Time from an event to its notification being delivered, by channel (retries included)."
     );
     describe_counter!(
         "elicitd_template_fallbacks_total",
@@ -200,7 +216,7 @@ fn describe() {
     describe_gauge!(
         "elicitd_webhook_oldest_due_seconds",
         Unit::Seconds,
-        "How long the earliest due webhook delivery has been waiting (0 when none is overdue)."
+        "How long the earliest due delivery (webhook or notification) has been waiting (0 when none is overdue)."
     );
 }
 

@@ -230,6 +230,10 @@ pub struct CreateRequest {
     pub webhook_url: Option<String>,
     /// Events carry the reviewer's answer (`data.result`), not just the status.
     pub webhook_include_result: Option<bool>,
+    /// Who to tell about this request: an email with the review link and a Slack message with
+    /// a button, then a short follow-up when it is decided, canceled or expires. A channel
+    /// left out uses the tenant's default, if configured.
+    pub notify: Option<NotifyInput>,
     /// A Liquid template that renders `context` on the review page instead of the plain JSON
     /// view (variable `context`; every `{{ }}` output is HTML-escaped; at most 32 768 bytes of
     /// UTF-8, 413 above: a byte limit, so not expressed as `maxLength`). A template that does
@@ -369,6 +373,22 @@ pub struct LabelsInput {
     pub decline: Option<String>,
 }
 
+/// Notification targets of a create (REST `notify`, the MCP argument of the same name).
+#[derive(Debug, Default, Clone, Deserialize, utoipa::ToSchema, schemars::JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct NotifyInput {
+    /// Up to 20 addresses; each gets its own email with the review link (needs the server's
+    /// SMTP settings: 422 otherwise). `[]`: no email, not even the tenant's default.
+    #[schema(max_items = 20)]
+    #[schemars(length(max = 20))]
+    pub email: Option<Vec<String>>,
+    /// A Slack incoming-webhook URL (`https://hooks.slack.com/services/…`): a message with a
+    /// button to the review page.
+    #[schema(max_length = 2000)]
+    #[schemars(length(max = 2000))]
+    pub slack_webhook_url: Option<String>,
+}
+
 /// Deadline bounds of this server (SPEC: 10 to the configured max; tests lower the minimum).
 #[derive(Debug, Clone, Copy)]
 pub struct Bounds {
@@ -383,6 +403,8 @@ pub struct ValidCreate {
     pub idempotency_key: Option<String>,
     pub webhook_url: Option<String>,
     pub webhook_include_result: bool,
+    /// Validated notification targets as sent (tenant defaults are applied by the service).
+    pub notify: Option<NotifyInput>,
 }
 
 /// Validate a create for `kind`: every problem is reported at once (400 with per-field
@@ -415,6 +437,13 @@ pub fn validate_create(
         .and_then(rules::webhook_url_problem)
     {
         errs.push(FieldError::new("webhookUrl", p));
+    }
+    if let Some(n) = &req.notify {
+        rules::check_notify(
+            n.email.as_deref(),
+            n.slack_webhook_url.as_deref(),
+            &mut errs,
+        );
     }
     let broken_templates = check_templates(&req, &mut errs)?;
     let accepted = by_kind!(kind, K => K::CREATE_FIELDS);
@@ -449,6 +478,7 @@ pub fn validate_create(
         idempotency_key: req.idempotency_key,
         webhook_url: req.webhook_url,
         webhook_include_result: req.webhook_include_result.unwrap_or(false),
+        notify: req.notify,
     })
 }
 
@@ -617,6 +647,11 @@ macro_rules! mcp_create_args {
             pub webhook_url: Option<String>,
             /// Events carry the reviewer's answer, not just the status.
             pub webhook_include_result: Option<bool>,
+            /// Tell the reviewer: `{"email": ["a@example.com"], "slackWebhookUrl": "https://hooks.slack.com/…"}`
+            /// sends an email with the review link and a Slack message with a button (and a
+            /// follow-up when it is decided, canceled or expires). Without it, the tenant's
+            /// defaults apply, if configured; then you need not pass `reviewUrl` on yourself.
+            pub notify: Option<$crate::kinds::NotifyInput>,
             /// Optional Liquid template (≤ 32 KiB) that shows `context` to the reviewer instead
             /// of pretty-printed JSON, e.g. a table of line items:
             /// `<table>{% for i in context.items %}<tr><td>{{ i.name }}</td><td>{{ i.price }}</td></tr>{% endfor %}</table>`.
@@ -668,6 +703,7 @@ macro_rules! mcp_common_request {
             idempotency_key: $a.idempotency_key,
             webhook_url: $a.webhook_url,
             webhook_include_result: $a.webhook_include_result,
+            notify: $a.notify,
             display_template: $a.display_template,
             css: $a.css,
             ..Default::default()

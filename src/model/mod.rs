@@ -170,6 +170,15 @@ pub fn rfc3339(ms: i64) -> String {
         .to_rfc3339_opts(chrono::SecondsFormat::Millis, true)
 }
 
+/// `2025-01-31 14:30 UTC`: a time as shown to people (the page, emails, Slack), the same for
+/// every reader wherever they are.
+pub fn human_time(ms: i64) -> String {
+    chrono::DateTime::from_timestamp_millis(ms)
+        .unwrap_or_default()
+        .format("%Y-%m-%d %H:%M UTC")
+        .to_string()
+}
+
 /// Milliseconds since the epoch by this process's clock (memory store only; the Redis store
 /// uses Redis `TIME`).
 pub fn local_now_ms() -> i64 {

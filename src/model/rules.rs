@@ -30,6 +30,25 @@ pub const MIN_EXPIRES_SECS: u64 = 10;
 /// requests; past this a create is 413.
 pub const MAX_RECORD_BYTES: usize = 256 * 1024;
 
+/// Agent text as the reviewer must see it: every invisible or direction-changing character
+/// (see [`is_hidden`]) replaced by a visible `⟨U+XXXX⟩`, so `"amount_eur\u{202E}": 9000`
+/// cannot show as `"amount_eur,0009 :"` and nothing can hide in plain sight. Used by the
+/// review page and the notifications alike.
+pub fn visible(s: &str) -> std::borrow::Cow<'_, str> {
+    if !s.chars().any(is_hidden) {
+        return std::borrow::Cow::Borrowed(s);
+    }
+    let mut out = String::with_capacity(s.len() + 16);
+    for c in s.chars() {
+        if is_hidden(c) {
+            out.push_str(&format!("⟨U+{:04X}⟩", c as u32));
+        } else {
+            out.push(c);
+        }
+    }
+    std::borrow::Cow::Owned(out)
+}
+
 /// Characters that change how text around them is shown without being visible themselves:
 /// bidirectional controls (which can reorder `9000` into `0009` on screen), zero-width and
 /// other invisible characters, and C0/C1 controls other than tab and line breaks. The review
@@ -104,6 +123,50 @@ pub fn webhook_url_problem(url: &str) -> Option<String> {
             Some("must not contain spaces or control characters".into())
         }
         Some(_) => None,
+    }
+}
+
+/// Most email recipients of one request.
+pub const MAX_NOTIFY_EMAILS: usize = 20;
+
+/// Why `addr` is not an email address we send to (an `addr-spec`, ASCII, ≤ 254 characters),
+/// if it is not.
+pub fn email_problem(addr: &str) -> Option<String> {
+    if addr.len() > 254 {
+        return Some("must be at most 254 characters".into());
+    }
+    if !addr.is_ascii() || addr.chars().any(|c| c.is_whitespace() || c.is_control()) {
+        return Some("must be a plain ASCII address like name@example.com".into());
+    }
+    match addr.parse::<lettre::Address>() {
+        Ok(a) if a.domain().contains('.') || a.domain() == "localhost" => None,
+        Ok(_) => Some("must have a domain with a dot (name@example.com)".into()),
+        Err(_) => Some("is not an email address (name@example.com)".into()),
+    }
+}
+
+/// `notify`: up to 20 distinct valid addresses, an http(s) Slack URL.
+pub fn check_notify(email: Option<&[String]>, slack: Option<&str>, errs: &mut Vec<FieldError>) {
+    if let Some(list) = email {
+        if list.len() > MAX_NOTIFY_EMAILS {
+            errs.push(FieldError::new(
+                "notify.email",
+                format!("must list at most {MAX_NOTIFY_EMAILS} addresses"),
+            ));
+        } else {
+            let mut seen = std::collections::HashSet::new();
+            for (i, a) in list.iter().enumerate() {
+                let field = format!("notify.email[{i}]");
+                if let Some(p) = email_problem(a) {
+                    errs.push(FieldError::new(field, p));
+                } else if !seen.insert(a.to_ascii_lowercase()) {
+                    errs.push(FieldError::new(field, "is listed twice"));
+                }
+            }
+        }
+    }
+    if let Some(p) = slack.and_then(webhook_url_problem) {
+        errs.push(FieldError::new("notify.slackWebhookUrl", p));
     }
 }
 

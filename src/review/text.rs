@@ -2,35 +2,8 @@
 //! messages as sentences, and agent text with its hidden characters made visible. Pure
 //! functions; the output is escaped by the templates.
 
-use std::borrow::Cow;
-
-use crate::model::rules::is_hidden;
-
-/// Agent text as the reviewer must see it: every invisible or direction-changing character
-/// (see `rules::is_hidden`) replaced by a visible `⟨U+XXXX⟩`, so `"amount_eur\u{202E}": 9000`
-/// cannot show as `"amount_eur,0009 :"` and nothing can hide in plain sight.
-pub fn visible(s: &str) -> Cow<'_, str> {
-    if !s.chars().any(is_hidden) {
-        return Cow::Borrowed(s);
-    }
-    let mut out = String::with_capacity(s.len() + 16);
-    for c in s.chars() {
-        if is_hidden(c) {
-            out.push_str(&format!("⟨U+{:04X}⟩", c as u32));
-        } else {
-            out.push(c);
-        }
-    }
-    Cow::Owned(out)
-}
-
-/// `2025-01-31 14:30 UTC`.
-pub fn human_time(ms: i64) -> String {
-    chrono::DateTime::from_timestamp_millis(ms)
-        .unwrap_or_default()
-        .format("%Y-%m-%d %H:%M UTC")
-        .to_string()
-}
+// Shared with the notifications (emails and Slack messages show agent text the same way).
+pub use crate::model::{human_time, rules::visible};
 
 /// `2 d 3 h`, `3 h 12 min`, `4 min 05 s`, `9 s` (the script uses the same format).
 pub fn remaining_text(ms: i64) -> String {
@@ -141,7 +114,7 @@ mod tests {
     #[test]
     fn hidden_characters_are_shown() {
         assert_eq!(visible("plain"), "plain");
-        assert!(matches!(visible("plain"), Cow::Borrowed(_)));
+        assert!(matches!(visible("plain"), std::borrow::Cow::Borrowed(_)));
         assert_eq!(
             visible("\"amount_eur\u{202E}\": 9000"),
             "\"amount_eur⟨U+202E⟩\": 9000"

@@ -44,6 +44,16 @@ pub async fn build(config: Config) -> Result<Service, Box<dyn std::error::Error 
     let config = Arc::new(config);
     // A tenant's default endpoint that can never be delivered to is a configuration error,
     // found now rather than at the first event.
+    for (tenant, url) in &config.notify.slack {
+        if let Some(p) = crate::delivery::guard::literal_problem(url, config.webhooks.allow_private)
+        {
+            return Err(format!(
+                "ELICITD_NOTIFY_SLACK: tenant {tenant}: {p} (ELICITD_WEBHOOK_ALLOW_PRIVATE=true \
+                 allows it)"
+            )
+            .into());
+        }
+    }
     for (tenant, url) in &config.webhooks.endpoints {
         if let Some(p) = crate::delivery::guard::literal_problem(url, config.webhooks.allow_private)
         {
@@ -74,11 +84,13 @@ pub async fn build(config: Config) -> Result<Service, Box<dyn std::error::Error 
         }
         None => Arc::new(MemoryStore::new(hub.clone(), config.retention)),
     };
-    let nudge = Arc::new(tokio::sync::Notify::new());
-    if config.webhooks.enabled() {
+    let nudge = Arc::new(crate::delivery::Nudge::default());
+    // Unless switched off: any request may ask for a Slack message, and deliveries written by
+    // another replica must be delivered even if this one has no webhooks configured.
+    if config.delivery_worker {
         crate::delivery::Deliverer::spawn(
             store.clone(),
-            config.webhooks.clone(),
+            config.clone(),
             nudge.clone(),
             hub.shutdown_token().clone(),
         )?;

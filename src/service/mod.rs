@@ -6,7 +6,7 @@ pub mod out;
 
 use std::{net::IpAddr, sync::Arc, time::Duration};
 
-use tokio::{sync::Notify, time::Instant};
+use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use self::out::{
@@ -15,11 +15,15 @@ use self::out::{
 };
 use crate::{
     config::Config,
-    error::{Error, Result},
-    kinds::{self, Bounds, CreateRequest, DecisionInput, Kind, Outcome, Spec, ValidCreate},
+    error::{Error, FieldError, Result},
+    kinds::{
+        self, Bounds, CreateRequest, DecisionInput, Kind, NotifyInput, Outcome, Spec, ValidCreate,
+    },
     limits::Limits,
     model::{rfc3339, rules, ElicitationId, Status, Tenant},
-    store::{DecideReply, Idempotency, NewRecord, ReviewRecord, Store, WebhookTarget},
+    store::{
+        DecideReply, Idempotency, NewRecord, NotifyTarget, ReviewRecord, Store, WebhookTarget,
+    },
     token,
     wake::Hub,
 };
@@ -38,7 +42,7 @@ pub struct Service {
     hub: Arc<Hub>,
     limits: Arc<Limits>,
     /// Tells this replica's delivery worker that a transition wrote a webhook event.
-    nudge: Arc<Notify>,
+    nudge: Arc<crate::delivery::Nudge>,
 }
 
 /// Count a refused operation by its error code (server-side failures are counted by the store).
@@ -86,7 +90,7 @@ impl Service {
         config: Arc<Config>,
         store: Arc<dyn Store>,
         hub: Arc<Hub>,
-        nudge: Arc<Notify>,
+        nudge: Arc<crate::delivery::Nudge>,
     ) -> Self {
         let limits = Arc::new(Limits::new(
             config.create_rate_per_sec,
@@ -185,6 +189,7 @@ impl Service {
             idempotency_key,
             webhook_url,
             webhook_include_result,
+            notify,
         } = if req.has_templates() {
             // Compiling a large template takes milliseconds: not on a runtime worker.
             tokio::task::spawn_blocking(move || kinds::validate_create(kind, req, bounds))
@@ -194,6 +199,7 @@ impl Service {
             kinds::validate_create(kind, req, bounds)?
         };
         let webhook = self.webhook_target(tenant, webhook_url, webhook_include_result)?;
+        let notify = self.notify_target(tenant, notify)?;
         let spec_json = serde_json::to_string(&spec).map_err(Error::internal)?;
         if spec_json.len() > rules::MAX_RECORD_BYTES {
             return Err(Error::PayloadTooLarge(format!(
@@ -211,9 +217,15 @@ impl Service {
         let idempotency = idempotency_key.map(|k| Idempotency {
             key_hash: token::sha256_hex(k.as_bytes()),
             fingerprint: token::sha256_hex(
-                match &webhook {
-                    Some(w) => format!("{spec_json}\nwebhook {} {}", w.include_result, w.url),
-                    None => spec_json.clone(),
+                {
+                    let mut f = spec_json.clone();
+                    if let Some(w) = &webhook {
+                        f.push_str(&format!("\nwebhook {} {}", w.include_result, w.url));
+                    }
+                    if !notify.is_empty() {
+                        f.push_str(&format!("\nnotify {:?} {:?}", notify.email, notify.slack));
+                    }
+                    f
                 }
                 .as_bytes(),
             ),
@@ -230,8 +242,13 @@ impl Service {
                 token_salt: salt,
                 idempotency,
                 webhook,
+                notify: notify.clone(),
             })
             .await?;
+        if !created.replayed && !notify.is_empty() {
+            // The `created` notifications were written with the record: send them now.
+            self.nudge.shard(self.store.shard_of(created.id));
+        }
         if !created.replayed {
             metrics::counter!("elicitd_elicitations_created_total", "kind" => kind.as_str())
                 .increment(1);
@@ -299,7 +316,43 @@ impl Service {
         }))
     }
 
-    /// A record's webhook deliveries, with their attempts.
+    /// Who hears of this request: `notify` as sent, each channel left out taking the tenant's
+    /// default. Email needs SMTP settings (422 otherwise); a Slack URL on a literal non-public
+    /// address is 422 unless allowed, like a webhook's.
+    fn notify_target(&self, tenant: &Tenant, notify: Option<NotifyInput>) -> Result<NotifyTarget> {
+        let cfg = &self.config.notify;
+        let notify = notify.unwrap_or_default();
+        let email = match notify.email {
+            Some(list) => {
+                if !list.is_empty() && cfg.smtp_url.is_none() {
+                    return Err(Error::unprocessable(vec![FieldError::new(
+                        "notify.email",
+                        "this server sends no email (ELICITD_SMTP_URL is not set)",
+                    )]));
+                }
+                list
+            }
+            None => cfg.email.get(tenant).cloned().unwrap_or_default(),
+        };
+        let slack = match notify.slack_webhook_url {
+            Some(url) => {
+                if let Some(p) = crate::delivery::guard::literal_problem(
+                    &url,
+                    self.config.webhooks.allow_private,
+                ) {
+                    return Err(Error::unprocessable(vec![FieldError::new(
+                        "notify.slackWebhookUrl",
+                        p,
+                    )]));
+                }
+                Some(url)
+            }
+            None => cfg.slack.get(tenant).cloned(),
+        };
+        Ok(NotifyTarget { email, slack })
+    }
+
+    /// A record's deliveries (webhooks and notifications), with their attempts.
     pub async fn deliveries(&self, tenant: &Tenant, id: &str) -> Result<DeliveriesOut> {
         refused(
             "deliveries",
@@ -327,7 +380,7 @@ impl Service {
             async {
                 let id = parse_id(id)?;
                 let d = self.store.replay_delivery(tenant, id, delivery_id).await?;
-                self.nudge.notify_one();
+                self.nudge.shard(self.store.shard_of(id));
                 Ok(DeliveryOut::from(d))
             }
             .await,
@@ -419,7 +472,7 @@ impl Service {
 
     async fn result_inner(&self, tenant: &Tenant, id: &str) -> Result<ResultOut> {
         let r = self.store.consume(tenant, parse_id(id)?).await?;
-        self.nudge.notify_one();
+        self.nudge.shard(self.store.shard_of(r.id));
         let spec: Spec = decode("spec", &r.spec_json)?;
         let outcome: Outcome = decode("outcome", &r.outcome_json)?;
         Ok(ResultOut {
@@ -439,9 +492,10 @@ impl Service {
     }
 
     async fn cancel_inner(&self, tenant: &Tenant, id: &str) -> Result<StateOut> {
-        if self.store.cancel(tenant, parse_id(id)?).await? {
+        let id = parse_id(id)?;
+        if self.store.cancel(tenant, id).await? {
             metrics::counter!("elicitd_decisions_total", "outcome" => "canceled").increment(1);
-            self.nudge.notify_one();
+            self.nudge.shard(self.store.shard_of(id));
         }
         Ok(StateOut {
             status: Status::Canceled,
@@ -530,7 +584,7 @@ impl Service {
             DecideReply::Recorded { status, .. } => {
                 metrics::counter!("elicitd_decisions_total", "outcome" => status.as_str())
                     .increment(1);
-                self.nudge.notify_one();
+                self.nudge.shard(self.store.shard_of(review.id));
                 Ok(Decided::Recorded(status))
             }
             DecideReply::Refused {

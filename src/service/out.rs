@@ -8,7 +8,7 @@ use serde_json::value::RawValue;
 use crate::{
     kinds::{Answer, Kind, Outcome, Spec},
     model::{rfc3339, Decision, ElicitationId, Status},
-    store::{AuditEvent, Delivery, DeliveryState, StatusView},
+    store::{AuditEvent, Channel, Delivery, DeliveryState, StatusView},
 };
 
 /// Answer to a create.
@@ -108,16 +108,28 @@ pub struct AttemptOut {
     pub duration_ms: u64,
 }
 
-/// One webhook event and its delivery.
+/// One event of a request on one channel (a webhook, an email, a Slack message) and its
+/// delivery.
 #[derive(Debug, Clone, Serialize, utoipa::ToSchema, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct DeliveryOut {
-    /// The `webhook-id` (stable across attempts).
+    /// The delivery id; for a webhook the `webhook-id` (stable across attempts).
     pub id: String,
-    /// `elicitation.submitted`, `.declined`, `.canceled`, `.consumed` or `.expired`.
+    /// webhook, email or slack.
+    pub channel: Channel,
+    /// `elicitation.created` (notifications only: the message with the review link),
+    /// `.submitted`, `.declined`, `.canceled`, `.consumed` (webhooks only) or `.expired`.
     #[serde(rename = "type")]
     pub event: String,
-    pub url: String,
+    /// Webhook: the endpoint. Slack: only the scheme and host (the URL is a credential).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub url: Option<String>,
+    /// Email: the recipients.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub to: Vec<String>,
+    /// Email: recipients the mail server refused for good (the delivery is `failed`).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub refused: Vec<String>,
     /// pending, delivered or failed.
     pub state: DeliveryState,
     pub created_at: String,
@@ -130,7 +142,20 @@ impl From<Delivery> for DeliveryOut {
     fn from(d: Delivery) -> Self {
         DeliveryOut {
             event: format!("elicitation.{}", d.event),
-            url: d.url,
+            channel: d.channel,
+            url: match d.channel {
+                Channel::Webhook => Some(d.url),
+                Channel::Slack => Some(
+                    d.url
+                        .parse::<http::Uri>()
+                        .ok()
+                        .and_then(|u| Some(format!("{}://{}/…", u.scheme_str()?, u.authority()?)))
+                        .unwrap_or_else(|| "…".into()),
+                ),
+                Channel::Email => None,
+            },
+            to: d.to,
+            refused: d.refused,
             state: d.state,
             created_at: rfc3339(d.event_ms),
             next_attempt_at: (d.state == DeliveryState::Pending)

@@ -12,8 +12,9 @@ use std::{
 use async_trait::async_trait;
 
 use super::{
-    agent_actor, event_id, AuditEvent, Created, DecideReply, Delivery, DeliveryState, NewRecord,
-    ResultRecord, ReviewRecord, StatusView, Store, WebhookTarget, REVIEWER,
+    agent_actor, event_ids, AuditEvent, Channel, Created, DecideReply, Delivery, DeliveryState,
+    NewRecord, Notice, NotifyTarget, ResultRecord, ReviewRecord, StatusView, Store, WebhookTarget,
+    REVIEWER,
 };
 use crate::{
     error::{Error, Result},
@@ -37,6 +38,7 @@ struct Record {
     audit: Vec<AuditEvent>,
     fetches: u64,
     webhook: Option<WebhookTarget>,
+    notify: NotifyTarget,
     /// Delivery ids, oldest first.
     deliveries: Vec<String>,
 }
@@ -52,39 +54,61 @@ struct Inner {
 }
 
 impl Inner {
-    /// The outbox: write the webhook event of a transition of `id` (see `lua/outbox.lua`).
+    /// The outbox: write the events of a transition of `id`, one per channel that has a target
+    /// and takes the event (see `lua/outbox.lua`).
     fn event(&mut self, id: ElicitationId, event: &str, now: i64) {
         let Some(r) = self.records.get_mut(&id) else {
             return;
         };
-        let Some(target) = r.webhook.clone() else {
-            return;
-        };
-        let did = event_id(id, event);
-        if self.deliveries.contains_key(&did) {
-            return;
-        }
-        r.deliveries.push(did.clone());
-        self.deliveries.insert(
-            did.clone(),
-            Delivery {
-                id: did,
-                elicitation_id: id.to_string(),
-                event: event.to_string(),
-                kind: r.kind.as_str().to_string(),
-                tenant: r.tenant.to_string(),
-                url: target.url,
-                include_result: target.include_result,
-                event_ms: now,
-                decided_ms: r.decided_ms,
-                state: DeliveryState::Pending,
-                next_at: Some(now),
-                attempts: Vec::new(),
-                lease: None,
-                replays: None,
-                schedule_from: 0,
-            },
+        let notice = matches!(
+            event,
+            "created" | "submitted" | "declined" | "canceled" | "expired"
         );
+        let ids = event_ids(id, event);
+        for (channel, did) in Channel::ALL.into_iter().zip(ids) {
+            let (url, to, include_result) = match channel {
+                Channel::Webhook => match &r.webhook {
+                    Some(w) if event != "created" => (w.url.clone(), Vec::new(), w.include_result),
+                    _ => continue,
+                },
+                Channel::Email if notice && !r.notify.email.is_empty() => {
+                    (String::new(), r.notify.email.clone(), false)
+                }
+                Channel::Slack if notice => match &r.notify.slack {
+                    Some(url) => (url.clone(), Vec::new(), false),
+                    None => continue,
+                },
+                _ => continue,
+            };
+            if self.deliveries.contains_key(&did) {
+                continue;
+            }
+            r.deliveries.push(did.clone());
+            self.deliveries.insert(
+                did.clone(),
+                Delivery {
+                    id: did,
+                    elicitation_id: id.to_string(),
+                    event: event.to_string(),
+                    kind: r.kind.as_str().to_string(),
+                    tenant: r.tenant.to_string(),
+                    channel,
+                    url,
+                    to,
+                    sent: Vec::new(),
+                    refused: Vec::new(),
+                    include_result,
+                    event_ms: now,
+                    decided_ms: r.decided_ms,
+                    state: DeliveryState::Pending,
+                    next_at: Some(now),
+                    attempts: Vec::new(),
+                    lease: None,
+                    replays: None,
+                    schedule_from: 0,
+                },
+            );
+        }
     }
 }
 
@@ -203,6 +227,7 @@ impl Store for MemoryStore {
                     delivery: None,
                 }],
                 webhook: rec.webhook,
+                notify: rec.notify,
                 deliveries: Vec::new(),
                 tenant: rec.tenant,
                 kind: rec.kind,
@@ -217,6 +242,7 @@ impl Store for MemoryStore {
                 fetches: 0,
             },
         );
+        g.event(rec.id, "created", now);
         Ok(Created {
             id: rec.id,
             created_ms: now,
@@ -402,6 +428,10 @@ impl Store for MemoryStore {
         1
     }
 
+    fn shard_of(&self, _id: ElicitationId) -> u16 {
+        0
+    }
+
     async fn sweep_deadlines(&self, _shard: u16) -> Result<usize> {
         let now = local_now_ms();
         let mut g = self.lock();
@@ -409,10 +439,13 @@ impl Store for MemoryStore {
             .records
             .iter()
             .filter(|(id, r)| {
-                r.webhook.is_some()
+                (r.webhook.is_some() || !r.notify.is_empty())
                     && r.status == Status::Pending
                     && now >= r.expires_ms
-                    && !g.deliveries.contains_key(&event_id(**id, "expired"))
+                    && !r
+                        .deliveries
+                        .iter()
+                        .any(|d| event_ids(**id, "expired").contains(d))
             })
             .map(|(id, _)| *id)
             .collect();
@@ -512,6 +545,7 @@ impl Store for MemoryStore {
         d.lease = None;
         d.replays = Some(d.replays.unwrap_or(0) + 1);
         d.schedule_from = d.attempts.len();
+        d.refused.clear();
         Ok(d.clone())
     }
 
@@ -531,6 +565,15 @@ impl Store for MemoryStore {
             )
         });
         Ok((n, oldest))
+    }
+
+    async fn notice_of(&self, id: ElicitationId) -> Result<Option<Notice>> {
+        let g = self.lock();
+        Ok(g.records.get(&id).map(|r| Notice {
+            spec_json: r.spec_json.clone(),
+            token_salt: r.token_salt.clone(),
+            expires_ms: r.expires_ms,
+        }))
     }
 
     async fn outcome_of(&self, id: ElicitationId) -> Result<Option<(String, String)>> {

@@ -38,6 +38,29 @@ pub struct WebhookTarget {
     pub include_result: bool,
 }
 
+/// Who is notified of a record (chosen at create: the request's `notify`, else the tenant's
+/// defaults): email recipients and a Slack incoming-webhook URL.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct NotifyTarget {
+    pub email: Vec<String>,
+    pub slack: Option<String>,
+}
+
+impl NotifyTarget {
+    pub fn is_empty(&self) -> bool {
+        self.email.is_empty() && self.slack.is_none()
+    }
+}
+
+/// What a notification needs of its record: the validated spec (JSON), the token salt (to
+/// rebuild the review link) and the deadline.
+#[derive(Debug, Clone)]
+pub struct Notice {
+    pub spec_json: String,
+    pub token_salt: String,
+    pub expires_ms: i64,
+}
+
 /// Everything the store needs to create a record.
 #[derive(Debug, Clone)]
 pub struct NewRecord {
@@ -51,6 +74,7 @@ pub struct NewRecord {
     pub token_salt: String,
     pub idempotency: Option<Idempotency>,
     pub webhook: Option<WebhookTarget>,
+    pub notify: NotifyTarget,
 }
 
 /// The answer to a create (or the first create, when replayed by idempotency key).
@@ -123,21 +147,54 @@ pub struct ResultRecord {
 /// One audit entry.
 #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct AuditEvent {
-    /// created, viewed, decided, canceled, fetched, webhook_delivered, webhook_failed.
+    /// created, viewed, decided, canceled, fetched, webhook_delivered, webhook_failed,
+    /// notification_sent, notification_failed.
     #[serde(rename = "type")]
     pub kind: String,
     /// Epoch milliseconds, store clock.
     pub at: i64,
-    /// `agent:<tenant>`, `reviewer` or `elicitd` (webhook outcomes).
+    /// `agent:<tenant>`, `reviewer` or `elicitd` (delivery outcomes).
     pub actor: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub decision: Option<String>,
-    /// The webhook delivery a `webhook_*` entry is about.
+    /// The delivery a `webhook_*` or `notification_*` entry is about.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub delivery: Option<String>,
 }
 
-/// Where a webhook delivery stands.
+/// What a delivery carries: a signed webhook event, an email or a Slack message.
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    Default,
+    PartialEq,
+    Eq,
+    serde::Serialize,
+    serde::Deserialize,
+    utoipa::ToSchema,
+    schemars::JsonSchema,
+)]
+#[serde(rename_all = "lowercase")]
+pub enum Channel {
+    #[default]
+    Webhook,
+    Email,
+    Slack,
+}
+
+impl Channel {
+    pub const ALL: [Channel; 3] = [Channel::Webhook, Channel::Email, Channel::Slack];
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Channel::Webhook => "webhook",
+            Channel::Email => "email",
+            Channel::Slack => "slack",
+        }
+    }
+}
+
+/// Where a delivery stands.
 #[derive(
     Debug,
     Clone,
@@ -173,9 +230,9 @@ pub struct Attempt {
     pub duration_ms: u64,
 }
 
-/// One webhook event of one record and its delivery (a Standard Webhooks message: `id` is the
-/// `webhook-id`, stable across attempts). Written by the transition that caused it (the
-/// transactional outbox); the store keeps it as JSON.
+/// One event of one record on one channel and its delivery (for a webhook a Standard Webhooks
+/// message: `id` is the `webhook-id`, stable across attempts). Written by the transition that
+/// caused it (the transactional outbox); the store keeps it as JSON.
 #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Delivery {
@@ -186,7 +243,22 @@ pub struct Delivery {
     pub event: String,
     pub kind: String,
     pub tenant: String,
+    /// Absent in deliveries written before notifications existed: webhook.
+    #[serde(default)]
+    pub channel: Channel,
+    /// The webhook or Slack URL (empty for email).
+    #[serde(default)]
     pub url: String,
+    /// Email: the recipients.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub to: Vec<String>,
+    /// Email: recipients the SMTP server accepted (not sent to again).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub sent: Vec<String>,
+    /// Email: recipients refused for good (a permanent SMTP error).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub refused: Vec<String>,
+    #[serde(default)]
     pub include_result: bool,
     /// When the transition happened (store clock).
     pub event_ms: i64,
@@ -216,6 +288,16 @@ fn is_zero(n: &usize) -> bool {
 pub fn event_id(id: ElicitationId, event: &str) -> String {
     let h = crate::token::sha256_hex(format!("{id}:{event}").as_bytes());
     format!("msg_{}", &h[..24])
+}
+
+/// The delivery ids of a record's event on each channel ([`Channel::ALL`] order): the webhook's
+/// is [`event_id`], the notifications' `email_…` and `slack_…`.
+pub fn event_ids(id: ElicitationId, event: &str) -> [String; 3] {
+    let note = |c: &str| {
+        let h = crate::token::sha256_hex(format!("{id}:{event}:{c}").as_bytes());
+        format!("{c}_{}", &h[..24])
+    };
+    [event_id(id, event), note("email"), note("slack")]
 }
 
 /// The storage contract (see module docs).
@@ -252,6 +334,8 @@ pub trait Store: Send + Sync + 'static {
 
     /// How many delivery shards a worker polls (Redis: one per hash tag; memory: 1).
     fn shards(&self) -> u16;
+    /// The delivery shard of a record's events.
+    fn shard_of(&self, id: ElicitationId) -> u16;
     /// Emit the `expired` event of every record in `shard` whose deadline passed undecided
     /// (once across the fleet); the number emitted.
     async fn sweep_deadlines(&self, shard: u16) -> Result<usize>;
@@ -282,6 +366,8 @@ pub trait Store: Send + Sync + 'static {
     /// The spec and outcome of a record (for events that include the result), if it is still
     /// there and decided.
     async fn outcome_of(&self, id: ElicitationId) -> Result<Option<(String, String)>>;
+    /// What a notification of the record needs, if it is still there.
+    async fn notice_of(&self, id: ElicitationId) -> Result<Option<Notice>>;
     /// Deliveries waiting (due or leased) across all shards, and the earliest due time.
     async fn queue_stats(&self) -> Result<(u64, Option<i64>)>;
 }

@@ -12,6 +12,7 @@ use std::{
 pub mod browser;
 pub mod prereq;
 pub mod receiver;
+pub mod smtp;
 pub mod topology;
 
 use elicitd::{config::Config, server, service::Service};

@@ -11,6 +11,7 @@ mod architecture;
 mod limits;
 mod loadtest_smoke;
 mod mcp;
+mod notifications;
 mod ops;
 mod props;
 mod redis_store;

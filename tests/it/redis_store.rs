@@ -89,7 +89,8 @@ fn read_calls(stats: &[(String, u64)], reads: u64) -> u64 {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn status_reads_are_one_batched_script_call() {
-    let f = Fixture::new(StoreKind::Redis, 1).await;
+    // No delivery worker: its queue polls would be counted too.
+    let f = Fixture::own(StoreKind::Redis, 1, |c| c.delivery_worker = false).await;
     let redis = f.redis.as_ref().unwrap();
     let (api, beta) = (f.acme(), f.beta());
     let pending = api.approval().await;
@@ -273,7 +274,8 @@ async fn redis_down_answers_503_promptly_and_recovers() {
 async fn a_page_post_reads_the_request_once() {
     use crate::review_page::{get_page, post_form};
     use elicitd::{kinds::DecisionInput, model::Decision, service::out::Decided};
-    let f = Fixture::new(StoreKind::Redis, 1).await;
+    // No delivery worker: its queue polls would be counted too.
+    let f = Fixture::own(StoreKind::Redis, 1, |c| c.delivery_worker = false).await;
     let redis = f.redis.as_ref().unwrap();
     let api = f.acme();
     let stats = || commandstats(&redis.cli(&["INFO", "commandstats"]).unwrap());

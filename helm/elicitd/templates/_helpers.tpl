@@ -178,6 +178,16 @@ render runs them.
 {{- fail (printf "webhooks.endpoints has tenant %q but webhooks.secrets has no signing secret for it: the server refuses to start (exit code 2). Add webhooks.secrets.%s: [whsec_...]." $tenant $tenant) }}
 {{- end }}
 {{- end }}
+{{- $n := .Values.notifications }}
+{{- if and .Values.existingSecret (or $n.smtp.url $n.slack) }}
+{{- fail "notifications.smtp.url and notifications.slack are ignored when existingSecret is set: put ELICITD_SMTP_URL and ELICITD_NOTIFY_SLACK into that Secret instead, and unset them here." }}
+{{- end }}
+{{- if and $n.smtp.url (not $n.smtp.from) }}
+{{- fail "notifications.smtp.url is set but notifications.smtp.from is empty: the server refuses to start without a sender (exit code 2). Set notifications.smtp.from, e.g. \"Approvals <approvals@example.com>\"." }}
+{{- end }}
+{{- if and $n.email (not $n.smtp.url) (not .Values.existingSecret) }}
+{{- fail (printf "notifications.email sets default recipients (tenants %s) but notifications.smtp.url is empty: the server refuses to start without an SMTP server (exit code 2). Set notifications.smtp.url and notifications.smtp.from, or unset notifications.email." (keys $n.email | sortAlpha | join ", ")) }}
+{{- end }}
 {{- /* The server refuses a lease that does not outlast one attempt: a live attempt would lose its delivery to another replica. */}}
 {{- if le (int .Values.config.webhookLeaseSecs) (int .Values.config.webhookTimeoutSecs) }}
 {{- fail (printf "config.webhookLeaseSecs (%d) must be longer than config.webhookTimeoutSecs (%d): a replica holds a delivery for the lease while it waits up to the timeout for the receiver, and the server refuses to start otherwise." (int .Values.config.webhookLeaseSecs) (int .Values.config.webhookTimeoutSecs)) }}
@@ -270,6 +280,35 @@ ELICITD_WEBHOOK_RETRY_SCHEDULE_SECS: the schedule as a string (an integer is one
 {{- $out := list }}
 {{- range $tenant, $keys := .Values.webhooks.secrets }}
 {{- $out = append $out (printf "%s:%s" $tenant (join "," $keys)) }}
+{{- end }}
+{{- join ";" $out }}
+{{- end }}
+
+{{/*
+Notification settings rendered for the server (tenants sorted; each empty when not set).
+ELICITD_NOTIFY_EMAIL: `tenant=a@x,b@y;...`; ELICITD_NOTIFY_SLACK: `tenant=url;...`;
+ELICITD_TENANT_NAMES: `tenant=Name;...`.
+*/}}
+{{- define "elicitd.notifyEmail" -}}
+{{- $out := list }}
+{{- range $tenant, $addrs := .Values.notifications.email }}
+{{- $out = append $out (printf "%s=%s" $tenant (join "," $addrs)) }}
+{{- end }}
+{{- join ";" $out }}
+{{- end }}
+
+{{- define "elicitd.notifySlack" -}}
+{{- $out := list }}
+{{- range $tenant, $url := .Values.notifications.slack }}
+{{- $out = append $out (printf "%s=%s" $tenant $url) }}
+{{- end }}
+{{- join ";" $out }}
+{{- end }}
+
+{{- define "elicitd.tenantNames" -}}
+{{- $out := list }}
+{{- range $tenant, $name := .Values.notifications.tenantNames }}
+{{- $out = append $out (printf "%s=%s" $tenant $name) }}
 {{- end }}
 {{- join ";" $out }}
 {{- end }}

@@ -39,8 +39,8 @@ use self::{
     subscriber::Subscriber,
 };
 use super::{
-    agent_actor, event_id, AuditEvent, Created, DecideReply, Delivery, NewRecord, ResultRecord,
-    ReviewRecord, StatusView, Store, MAX_AUDIT_FOR_VIEWS, REVIEWER,
+    agent_actor, event_ids, AuditEvent, Created, DecideReply, Delivery, NewRecord, Notice,
+    ResultRecord, ReviewRecord, StatusView, Store, MAX_AUDIT_FOR_VIEWS, REVIEWER,
 };
 use crate::{
     error::{Error, Result},
@@ -78,7 +78,7 @@ macro_rules! with_outbox {
 impl Scripts {
     fn new() -> Self {
         Scripts {
-            create: Script::from_lua(include_str!("../../../lua/create.lua")),
+            create: with_outbox!("create.lua"),
             decide: with_outbox!("decide.lua"),
             cancel: with_outbox!("cancel.lua"),
             consume: with_outbox!("consume.lua"),
@@ -225,17 +225,23 @@ impl RedisStore {
         Ok((now, Row::new(&fields, values)?))
     }
 
-    /// KEYS of a transition script: record, audit, and the outbox keys of its `event`.
+    /// KEYS of a transition script: record, audit, and the outbox keys of its `event` (queue,
+    /// deadline index, delivery list, then one delivery per channel).
     fn transition_keys(&self, id: ElicitationId, event: &str) -> Vec<String> {
         let shard = keys::shard_of(id);
-        vec![
+        let mut keys = vec![
             self.keys.record(id),
             self.keys.audit(id),
             self.keys.due(shard),
             self.keys.deadlines(shard),
             self.keys.deliveries(id),
-            self.keys.delivery(shard, &event_id(id, event)),
-        ]
+        ];
+        keys.extend(
+            event_ids(id, event)
+                .iter()
+                .map(|d| self.keys.delivery(shard, d)),
+        );
+        keys
     }
 
     /// Members of a shard's sorted set that are due (Redis clock), earliest first.
@@ -266,12 +272,23 @@ impl RedisStore {
             "create",
             client,
             &self.scripts.create,
-            vec![
-                self.keys.record(rec.id),
-                self.keys.audit(rec.id),
-                self.keys.deadlines(keys::shard_of(rec.id)),
-            ],
-            vec![
+            {
+                let shard = keys::shard_of(rec.id);
+                let mut k = vec![
+                    self.keys.record(rec.id),
+                    self.keys.audit(rec.id),
+                    self.keys.deadlines(shard),
+                    self.keys.due(shard),
+                    self.keys.deliveries(rec.id),
+                ];
+                k.extend(
+                    event_ids(rec.id, "created")
+                        .iter()
+                        .map(|d| self.keys.delivery(shard, d)),
+                );
+                k
+            },
+            [
                 rec.expires_in_ms.to_string(),
                 self.retention_ms.to_string(),
                 rec.kind.as_str().into(),
@@ -290,7 +307,16 @@ impl RedisStore {
                     "0".into()
                 },
                 rec.id.to_string(),
-            ],
+                if rec.notify.email.is_empty() {
+                    String::new()
+                } else {
+                    serde_json::to_string(&rec.notify.email).map_err(Error::internal)?
+                },
+                rec.notify.slack.clone().unwrap_or_default(),
+            ]
+            .into_iter()
+            .chain(event_ids(rec.id, "created"))
+            .collect(),
         )
         .await?
         {
@@ -354,9 +380,25 @@ impl RedisStore {
 
     async fn delete_record(&self, rec: &NewRecord) {
         if let Ok(c) = self.writer() {
-            let _: std::result::Result<i64, _> = c
-                .del(vec![self.keys.record(rec.id), self.keys.audit(rec.id)])
-                .await;
+            // With its `created` notifications (all keys in the record's shard).
+            let shard = keys::shard_of(rec.id);
+            let dids = event_ids(rec.id, "created");
+            let mut doomed = vec![
+                self.keys.record(rec.id),
+                self.keys.audit(rec.id),
+                self.keys.deliveries(rec.id),
+            ];
+            doomed.extend(dids.iter().map(|d| self.keys.delivery(shard, d)));
+            let _: std::result::Result<i64, _> = c.del(doomed).await;
+            let _: std::result::Result<i64, _> =
+                fred::interfaces::SortedSetsInterface::zrem(c, self.keys.due(shard), dids.to_vec())
+                    .await;
+            let _: std::result::Result<i64, _> = fred::interfaces::SortedSetsInterface::zrem(
+                c,
+                self.keys.deadlines(shard),
+                rec.id.to_string(),
+            )
+            .await;
             let _: std::result::Result<i64, _> =
                 c.del(self.keys.review_index(&rec.token_hash)).await;
         }
@@ -585,8 +627,10 @@ impl Store for RedisStore {
                     REVIEWER.into(),
                     crate::token::random_b64(12),
                     id.to_string(),
-                    event_id(id, decision.as_str()),
-                ],
+                ]
+                .into_iter()
+                .chain(event_ids(id, decision.as_str()))
+                .collect(),
             )
             .await?;
         let status = |v: &[Option<String>]| {
@@ -617,12 +661,10 @@ impl Store for RedisStore {
                 "cancel",
                 &self.scripts.cancel,
                 self.transition_keys(id, "canceled"),
-                vec![
-                    tenant.to_string(),
-                    agent_actor(tenant),
-                    id.to_string(),
-                    event_id(id, "canceled"),
-                ],
+                [tenant.to_string(), agent_actor(tenant), id.to_string()]
+                    .into_iter()
+                    .chain(event_ids(id, "canceled"))
+                    .collect(),
             )
             .await?;
         Ok(out.get(1).and_then(|s| s.as_deref()) == Some("1"))
@@ -634,13 +676,15 @@ impl Store for RedisStore {
                 "consume",
                 &self.scripts.consume,
                 self.transition_keys(id, "consumed"),
-                vec![
+                [
                     tenant.to_string(),
                     agent_actor(tenant),
                     MAX_AUDIT_FOR_VIEWS.to_string(),
                     id.to_string(),
-                    event_id(id, "consumed"),
-                ],
+                ]
+                .into_iter()
+                .chain(event_ids(id, "consumed"))
+                .collect(),
             )
             .await?
             .into_iter();
@@ -728,6 +772,10 @@ impl Store for RedisStore {
         keys::SHARDS
     }
 
+    fn shard_of(&self, id: ElicitationId) -> u16 {
+        keys::shard_of(id)
+    }
+
     async fn sweep_deadlines(&self, shard: u16) -> Result<usize> {
         let ids = self.due_members(self.keys.deadlines(shard), 64).await?;
         let ids: Vec<ElicitationId> = ids.iter().filter_map(|i| ElicitationId::parse(i)).collect();
@@ -737,12 +785,13 @@ impl Store for RedisStore {
         let mut keys = vec![self.keys.deadlines(shard), self.keys.due(shard)];
         let mut args = Vec::new();
         for id in &ids {
-            let did = event_id(*id, "expired");
             keys.push(self.keys.record(*id));
             keys.push(self.keys.deliveries(*id));
-            keys.push(self.keys.delivery(shard, &did));
             args.push(id.to_string());
-            args.push(did);
+            for did in event_ids(*id, "expired") {
+                keys.push(self.keys.delivery(shard, &did));
+                args.push(did);
+            }
         }
         let n: i64 = self
             .scripts
@@ -895,6 +944,27 @@ impl Store for RedisStore {
             }
         }
         Ok((depth, oldest))
+    }
+
+    async fn notice_of(&self, id: ElicitationId) -> Result<Option<Notice>> {
+        let f: Vec<Option<String>> = fred::interfaces::HashesInterface::hmget(
+            connected(&self.pool)?,
+            self.keys.record(id),
+            vec!["spec", "token_salt", "expires_ms"],
+        )
+        .await
+        .map_err(map_err)?;
+        let mut f = f.into_iter();
+        Ok(
+            match (f.next().flatten(), f.next().flatten(), f.next().flatten()) {
+                (Some(spec_json), Some(token_salt), Some(exp)) => Some(Notice {
+                    spec_json,
+                    token_salt,
+                    expires_ms: codec::int(Some(exp.as_str()))?,
+                }),
+                _ => None,
+            },
+        )
     }
 
     async fn outcome_of(&self, id: ElicitationId) -> Result<Option<(String, String)>> {

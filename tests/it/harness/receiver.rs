@@ -95,6 +95,8 @@ impl Receiver {
         let addr = listener.local_addr().unwrap();
         let app = Router::new()
             .route("/hook", post(receive))
+            // Any other path too (a Slack incoming-webhook URL has its own).
+            .fallback(post(receive))
             .with_state(shared.clone());
         let task = tokio::spawn(async move {
             let _ = axum::serve(listener, app).await;
