@@ -4,14 +4,14 @@
 -- email, slack; outbox.lua); ARGV[5..7] their ids
 -- ARGV[1] tenant   ARGV[2] actor   ARGV[3] most audit entries to append a "fetched" event to
 -- ARGV[4] elicitation id
--- Returns {"ok", outcome JSON, decided_ms, spec JSON} or {"err", code}: not_found, not_decided,
+-- Returns {"ok", outcome JSON, decided_ms, spec JSON, panel JSON or nil} or {"err", code}: not_found, not_decided,
 -- canceled, expired. Every successful call counts in the record's `fetches` and appends a
 -- "fetched" audit event while the audit list is shorter than ARGV[3] (so an agent reading a
 -- result in a loop cannot grow the record without bound).
 -- Clock: Redis TIME. Publishes "consumed" on KEYS[1] (SPUBLISH) on the first read, and writes
 -- the webhook event "elicitation.consumed" in the same step.
 local f = redis.call('HMGET', KEYS[1], 'status', 'expires_ms', 'tenant', 'outcome',
-  'decided_ms', 'spec')
+  'decided_ms', 'spec', 'panel')
 if not f[1] or f[3] ~= ARGV[1] then
   return {'err', 'not_found'}
 end
@@ -39,4 +39,4 @@ if redis.call('LLEN', KEYS[2]) < tonumber(ARGV[3]) then
   redis.call('RPUSH', KEYS[2], '{"type":"fetched","at":' .. nows .. ',"actor":' ..
     cjson.encode(ARGV[2]) .. '}')
 end
-return {'ok', f[4], f[5], f[6]}
+return {'ok', f[4], f[5], f[6], f[7] or false}

@@ -7,6 +7,7 @@
 -- ARGV[9] webhook URL ("" for none)  ARGV[10] "1" to include the result in webhook events
 -- ARGV[11] the elicitation id   ARGV[12] email recipients (JSON array, "" for none)
 -- ARGV[13] Slack incoming-webhook URL ("" for none)   ARGV[14..16] the `created` delivery ids
+-- ARGV[17] named reviewers and quorum (panel JSON, "" for none)   ARGV[18] its tally "0/M"
 -- Returns {"ok", created_ms, expires_ms}. If the record exists with the same token hash, this is
 -- a client retry of a create that already ran: the same answer, nothing written. Another record
 -- under the id is {"err", "conflict"} (an id collision).
@@ -38,6 +39,9 @@ if ARGV[12] ~= '' then
 end
 if ARGV[13] ~= '' then
   redis.call('HSET', KEYS[1], 'notify_slack', ARGV[13])
+end
+if ARGV[17] ~= '' then
+  redis.call('HSET', KEYS[1], 'panel', ARGV[17], 'tally', ARGV[18])
 end
 redis.call('RPUSH', KEYS[2],
   '{"type":"created","at":' .. nows .. ',"actor":' .. cjson.encode(ARGV[8]) .. '}')

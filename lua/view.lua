@@ -4,7 +4,17 @@
 -- Returns {"ok"} or {"err", "not_found"}. Clock: Redis TIME. Publishes nothing.
 -- Views are recorded only while the audit list is shorter than ARGV[3] entries, so whoever holds
 -- the link cannot grow the record without bound by reloading the page.
-if redis.call('HGET', KEYS[1], 'token_hash') ~= ARGV[1] then
+-- With named reviewers (a `panel`), their token hashes open the page instead.
+local f = redis.call('HMGET', KEYS[1], 'token_hash', 'panel')
+if f[2] then
+  local known = false
+  for _, r in ipairs(cjson.decode(f[2]).reviewers) do
+    if r.tokenHash == ARGV[1] then known = true end
+  end
+  if not known then
+    return {'err', 'not_found'}
+  end
+elseif f[1] ~= ARGV[1] then
   return {'err', 'not_found'}
 end
 if redis.call('LLEN', KEYS[2]) >= tonumber(ARGV[3]) then

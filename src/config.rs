@@ -158,6 +158,10 @@ pub struct Cli {
     /// requests without `notify.slackWebhookUrl`).
     #[arg(long, env = "ELICITD_NOTIFY_SLACK", hide_env_values = true)]
     pub notify_slack: Option<String>,
+    /// Tenants whose review links go only by notification, never in an answer to the agent
+    /// (as if every request said `linkDelivery: "notify"`): `tenant,tenant2`.
+    #[arg(long, env = "ELICITD_LINKS_BY_NOTIFICATION")]
+    pub links_by_notification: Option<String>,
     /// Run this replica's delivery worker (webhooks, email, Slack). `false`: this replica only
     /// serves; the deliveries its transitions write are sent by the replicas that run one (at
     /// least one must, or nothing is delivered).
@@ -326,6 +330,8 @@ pub struct NotifyConfig {
     pub email: HashMap<Tenant, Vec<String>>,
     pub slack: HashMap<Tenant, String>,
     pub names: HashMap<Tenant, String>,
+    /// Tenants whose review links go only by notification.
+    pub links_by_notification: std::collections::HashSet<Tenant>,
 }
 
 impl std::fmt::Debug for NotifyConfig {
@@ -337,6 +343,7 @@ impl std::fmt::Debug for NotifyConfig {
             .field("email", &self.email)
             .field("slack_tenants", &self.slack.keys().collect::<Vec<_>>())
             .field("names", &self.names)
+            .field("links_by_notification", &self.links_by_notification)
             .finish()
     }
 }
@@ -418,12 +425,21 @@ impl NotifyConfig {
             }
             names.insert(tenant, name.to_string());
         }
+        let links_by_notification = list(cli.links_by_notification.as_deref(), ',')
+            .map(|t| Tenant::new(t).map_err(|e| bad(format!("ELICITD_LINKS_BY_NOTIFICATION: {e}"))))
+            .collect::<Result<std::collections::HashSet<_>, _>>()?;
+        if !links_by_notification.is_empty() && smtp_url.is_none() {
+            return Err(bad(
+                "ELICITD_LINKS_BY_NOTIFICATION needs ELICITD_SMTP_URL (the links go by email)",
+            ));
+        }
         Ok(NotifyConfig {
             smtp_url,
             smtp_from,
             email,
             slack,
             names,
+            links_by_notification,
         })
     }
 

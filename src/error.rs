@@ -52,7 +52,8 @@ pub enum Error {
     NotFound,
     #[error("the elicitation is still pending")]
     NotDecided,
-    #[error("the elicitation has already been decided")]
+    /// Decided already — or, with named reviewers, this reviewer has already voted.
+    #[error("the elicitation has already been decided (or this reviewer has already voted)")]
     AlreadyDecided,
     #[error("the elicitation was withdrawn by the requester")]
     Canceled,

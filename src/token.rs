@@ -38,6 +38,12 @@ pub fn review_token(secret: &[u8], salt: &str, id: &str) -> String {
     URL_SAFE_NO_PAD.encode(mac.finalize().into_bytes())
 }
 
+/// The personal review token of named reviewer `reviewer` of elicitation `id` (the same
+/// derivation, over `id/reviewer`: distinct per reviewer, rebuilt from the salt at will).
+pub fn reviewer_token(secret: &[u8], salt: &str, id: &str, reviewer: &str) -> String {
+    review_token(secret, salt, &format!("{id}/{reviewer}"))
+}
+
 /// Hex SHA-256 of a token: what the store keeps and looks tokens up by.
 pub fn token_hash(token: &str) -> String {
     hex(&Sha256::digest(token.as_bytes()))

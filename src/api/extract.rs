@@ -73,6 +73,16 @@ pub async fn read_json<T: DeserializeOwned>(
             return Err(Error::invalid("Content-Type must be application/json"));
         }
     }
+    // Announced too large: refused before a byte of it is read (no upload to wait for).
+    let announced = headers
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.trim().parse::<u64>().ok());
+    if announced.is_some_and(|n| n > limit as u64) {
+        return Err(Error::PayloadTooLarge(format!(
+            "request body is larger than {limit} bytes"
+        )));
+    }
     let bytes: Bytes = axum::body::to_bytes(body, limit).await.map_err(|e| {
         let source: &(dyn std::error::Error + 'static) = &e;
         if BodyTimedOut::is_in(source) {

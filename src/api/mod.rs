@@ -223,7 +223,8 @@ async fn cancel(
     Ok(Json(s.cancel(&t.0, &id).await?))
 }
 
-/// The audit trail: created, viewed, decided, canceled, fetched.
+/// The audit trail: created, viewed, voted (named reviewers), decided, canceled, fetched,
+/// webhook_delivered / webhook_failed, notification_sent / notification_failed.
 #[utoipa::path(get, path = "/v1/elicitations/{id}/audit", tag = "elicitations",
     params(("id" = String, Path, description = "elicitationId")), security(("bearer" = [])), responses(
     (status = 200, body = AuditOut), (status = 401, body = ErrorBody), (status = 404, body = ErrorBody),

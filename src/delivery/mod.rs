@@ -443,6 +443,13 @@ impl Deliverer {
                 .collect();
         let mut errors = Vec::new();
         for to in todo {
+            let (n, _) = n.for_recipient(&to);
+            if n.is_invitation() && n.link.is_none() {
+                // A request with named reviewers mails only them, each their own link.
+                errors.push(format!("{to}: no personal link for this address"));
+                d.refused.push(to);
+                continue;
+            }
             if claimed.elapsed() + hooks.timeout + margin > hooks.lease {
                 errors.push("the rest next attempt (lease time used up)".to_string());
                 break;

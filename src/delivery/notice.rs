@@ -36,8 +36,13 @@ pub struct Content {
     pub requester: String,
     /// `2026-12-01 14:05 UTC`.
     pub expires: String,
-    /// The review page.
-    pub link: String,
+    /// The review page (none in a message to several people about a request with named
+    /// reviewers: their links are personal; see [`Content::for_recipient`]).
+    pub link: Option<String>,
+    /// Named reviewers: (lowercased email, personal link, name) of each with an email.
+    pub reviewer_links: Vec<(String, String, String)>,
+    /// Named reviewers: how many, and how many submits are needed.
+    pub panel_size: Option<(usize, u32)>,
     /// Top-level entries of `context` (object: key and compact value; else one `context`
     /// entry), each made visible and cut to 200 characters; at most 10.
     pub summary: Vec<(String, String)>,
@@ -52,6 +57,18 @@ impl Content {
     pub fn new(config: &Config, d: &Delivery, n: &Notice) -> Result<Self, String> {
         let spec: Spec = serde_json::from_str(&n.spec_json).map_err(|e| e.to_string())?;
         let token = token::review_token(&config.secret, &n.token_salt, &d.elicitation_id);
+        let link = |t: &str| format!("{}/review/{t}", config.public_url);
+        let reviewer_links = n
+            .panel
+            .iter()
+            .flat_map(|p| &p.reviewers)
+            .filter_map(|r| {
+                let t =
+                    token::reviewer_token(&config.secret, &n.token_salt, &d.elicitation_id, &r.id);
+                let name = visible(r.name.as_deref().unwrap_or(&r.id)).into_owned();
+                Some((r.email.as_ref()?.to_ascii_lowercase(), link(&t), name))
+            })
+            .collect();
         let (summary, summary_more) = summarize(spec.context.as_deref().map(|c| c.get()));
         let outcome = match d.event.as_str() {
             "submitted" => format!("A reviewer chose “{}”.", visible(&spec.labels.submit)),
@@ -70,10 +87,40 @@ impl Content {
             message: visible(&spec.message).into_owned(),
             requester: visible(config.notify.name_of(&d.tenant)).into_owned(),
             expires: human_time(n.expires_ms),
-            link: format!("{}/review/{token}", config.public_url),
+            link: n.panel.is_none().then(|| link(&token)),
+            reviewer_links,
+            panel_size: n.panel.as_ref().map(|p| (p.reviewers.len(), p.quorum)),
             summary,
             summary_more,
             outcome,
+        })
+    }
+
+    /// The message for one email recipient: with named reviewers, that reviewer's own link
+    /// (and their name).
+    pub fn for_recipient(&self, to: &str) -> (Self, Option<String>) {
+        let mut c = self.clone();
+        let mut name = None;
+        if let Some((_, link, n)) = self
+            .reviewer_links
+            .iter()
+            .find(|(e, _, _)| *e == to.to_ascii_lowercase())
+        {
+            c.link = Some(link.clone());
+            name = Some(n.clone());
+        }
+        (c, name)
+    }
+
+    /// How the named reviewers decide, if there are any.
+    pub fn panel_line(&self) -> Option<String> {
+        let (n, q) = self.panel_size?;
+        Some(if q > 1 {
+            format!("{q} of {n} reviewers must approve; any one of them can decline.")
+        } else if n > 1 {
+            format!("Any one of {n} reviewers can decide.")
+        } else {
+            "You are the reviewer.".to_string()
         })
     }
 

@@ -100,16 +100,26 @@ fn invitation(n: &Content) -> Value {
             CONTEXT_CHARS,
         )}]
     }));
-    blocks.push(json!({
-        "type": "actions",
-        "elements": [{
-            "type": "button",
-            "text": {"type": "plain_text", "text": cut("Open the request", BUTTON_CHARS)},
-            "url": n.link,
-            "style": "primary",
-            "action_id": "open_review"
-        }]
-    }));
+    match (&n.link, n.panel_line()) {
+        (Some(link), _) => blocks.push(json!({
+            "type": "actions",
+            "elements": [{
+                "type": "button",
+                "text": {"type": "plain_text", "text": cut("Open the request", BUTTON_CHARS)},
+                "url": link,
+                "style": "primary",
+                "action_id": "open_review"
+            }]
+        })),
+        // Named reviewers: their links are personal, sent to each by email, never to a channel.
+        (None, Some(line)) => blocks.push(json!({
+            "type": "context",
+            "elements": [{"type": "mrkdwn", "text": mrkdwn(
+                &format!("{line} Each reviewer has their own link."), CONTEXT_CHARS
+            )}]
+        })),
+        (None, None) => {}
+    }
     json!({
         "text": mrkdwn(
             &format!("{} asks for your decision: {}", n.requester, n.heading),

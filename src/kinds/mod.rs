@@ -234,6 +234,19 @@ pub struct CreateRequest {
     /// a button, then a short follow-up when it is decided, canceled or expires. A channel
     /// left out uses the tenant's default, if configured.
     pub notify: Option<NotifyInput>,
+    /// Named reviewers (1–20, unique ids): each gets a personal review link instead of the one
+    /// `reviewUrl`; see `quorum` and `linkDelivery`.
+    #[schema(min_items = 1, max_items = 20)]
+    pub reviewers: Option<Vec<ReviewerInput>>,
+    /// How many distinct reviewers must submit (default 1, at most the number of reviewers);
+    /// any reviewer's decline ends the request `declined`. Above 1 only for approvals in json
+    /// mode (422 otherwise).
+    #[schema(minimum = 1, maximum = 20)]
+    pub quorum: Option<i64>,
+    /// `answer` (default): the links are in the create answer. `notify`: they are sent only by
+    /// email (to each reviewer, or to `notify.email` without reviewers) and never appear in any
+    /// answer to the agent.
+    pub link_delivery: Option<LinkDelivery>,
     /// A Liquid template that renders `context` on the review page instead of the plain JSON
     /// view (variable `context`; every `{{ }}` output is HTML-escaped; at most 32 768 bytes of
     /// UTF-8, 413 above: a byte limit, so not expressed as `maxLength`). A template that does
@@ -389,6 +402,42 @@ pub struct NotifyInput {
     pub slack_webhook_url: Option<String>,
 }
 
+/// One named reviewer of a create.
+#[derive(Debug, Clone, Deserialize, utoipa::ToSchema, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ReviewerInput {
+    /// 1–64 characters: letters, digits, `.`, `_`, `@`, `-` (not first); unique per request.
+    #[schema(min_length = 1, max_length = 64)]
+    #[schemars(length(min = 1, max = 64))]
+    pub id: String,
+    /// Shown on the page and in notifications (1–80 characters); default: the id.
+    #[schema(min_length = 1, max_length = 80)]
+    #[schemars(length(min = 1, max = 80))]
+    pub name: Option<String>,
+    /// Where this reviewer's personal link is emailed (needs the server's SMTP settings).
+    pub email: Option<String>,
+}
+
+/// Where review links go.
+#[derive(
+    Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, utoipa::ToSchema, schemars::JsonSchema,
+)]
+#[serde(rename_all = "lowercase")]
+pub enum LinkDelivery {
+    /// In the create answer.
+    #[default]
+    Answer,
+    /// Only by email; never in an answer to the agent.
+    Notify,
+}
+
+/// The validated reviewers of a create.
+#[derive(Debug, Clone)]
+pub struct PanelInput {
+    pub reviewers: Vec<ReviewerInput>,
+    pub quorum: u32,
+}
+
 /// Deadline bounds of this server (SPEC: 10 to the configured max; tests lower the minimum).
 #[derive(Debug, Clone, Copy)]
 pub struct Bounds {
@@ -405,6 +454,9 @@ pub struct ValidCreate {
     pub webhook_include_result: bool,
     /// Validated notification targets as sent (tenant defaults are applied by the service).
     pub notify: Option<NotifyInput>,
+    /// Named reviewers and the quorum, if any.
+    pub panel: Option<PanelInput>,
+    pub link_delivery: Option<LinkDelivery>,
 }
 
 /// Validate a create for `kind`: every problem is reported at once (400 with per-field
@@ -444,6 +496,27 @@ pub fn validate_create(
             n.slack_webhook_url.as_deref(),
             &mut errs,
         );
+        if req.reviewers.is_some() && n.email.is_some() {
+            errs.push(FieldError::new(
+                "notify.email",
+                "is not allowed with reviewers: each reviewer's own email is used",
+            ));
+        }
+    }
+    let panel: Option<Vec<rules::ReviewerFields>> = req.reviewers.as_ref().map(|l| {
+        l.iter()
+            .map(|r| (r.id.as_str(), r.name.as_deref(), r.email.as_deref()))
+            .collect()
+    });
+    let quorum = rules::check_panel(panel.as_deref(), req.quorum, &mut errs);
+    // Quorum above 1 is defined for json-mode approvals only (the votes are yes/no).
+    let multi_vote_ok = kind == Kind::Approval && req.requested_schema.is_none();
+    let mut unsupported = Vec::new();
+    if quorum > 1 && !multi_vote_ok {
+        unsupported.push(FieldError::new(
+            "quorum",
+            "above 1 is only supported for approvals in json mode (no requestedSchema)",
+        ));
     }
     let broken_templates = check_templates(&req, &mut errs)?;
     let accepted = by_kind!(kind, K => K::CREATE_FIELDS);
@@ -459,10 +532,13 @@ pub fn validate_create(
     let kind_spec = by_kind!(kind, K => K::create(&mut req, context.as_deref(), &mut errs).into());
     if !errs.is_empty() {
         errs.extend(broken_templates);
+        errs.extend(unsupported);
         return Err(Error::invalid_fields(errs));
     }
-    if !broken_templates.is_empty() {
-        return Err(Error::unprocessable(broken_templates));
+    if !broken_templates.is_empty() || !unsupported.is_empty() {
+        return Err(Error::unprocessable(
+            broken_templates.into_iter().chain(unsupported).collect(),
+        ));
     }
     Ok(ValidCreate {
         spec: Spec {
@@ -479,6 +555,10 @@ pub fn validate_create(
         webhook_url: req.webhook_url,
         webhook_include_result: req.webhook_include_result.unwrap_or(false),
         notify: req.notify,
+        panel: req
+            .reviewers
+            .map(|reviewers| PanelInput { reviewers, quorum }),
+        link_delivery: req.link_delivery,
     })
 }
 
@@ -652,6 +732,17 @@ macro_rules! mcp_create_args {
             /// follow-up when it is decided, canceled or expires). Without it, the tenant's
             /// defaults apply, if configured; then you need not pass `reviewUrl` on yourself.
             pub notify: Option<$crate::kinds::NotifyInput>,
+            /// Named reviewers `[{"id": "alice", "name": "Alice", "email": "alice@example.com"}]`
+            /// (1–20): each gets a personal link (listed in the answer as `reviewers`, or sent
+            /// only by email with `linkDelivery: "notify"`), and the result says who decided.
+            pub reviewers: Option<Vec<$crate::kinds::ReviewerInput>>,
+            /// With reviewers: how many must approve (default 1; above 1 only for approvals in
+            /// json mode). Any decline ends the request.
+            #[schemars(range(min = 1, max = 20))]
+            pub quorum: Option<i64>,
+            /// `notify`: review links go only by email, never to you (an agent cannot approve
+            /// its own request); default `answer`.
+            pub link_delivery: Option<$crate::kinds::LinkDelivery>,
             /// Optional Liquid template (≤ 32 KiB) that shows `context` to the reviewer instead
             /// of pretty-printed JSON, e.g. a table of line items:
             /// `<table>{% for i in context.items %}<tr><td>{{ i.name }}</td><td>{{ i.price }}</td></tr>{% endfor %}</table>`.
@@ -704,6 +795,9 @@ macro_rules! mcp_common_request {
             webhook_url: $a.webhook_url,
             webhook_include_result: $a.webhook_include_result,
             notify: $a.notify,
+            reviewers: $a.reviewers,
+            quorum: $a.quorum,
+            link_delivery: $a.link_delivery,
             display_template: $a.display_template,
             css: $a.css,
             ..Default::default()

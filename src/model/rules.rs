@@ -145,6 +145,84 @@ pub fn email_problem(addr: &str) -> Option<String> {
     }
 }
 
+/// Most named reviewers of one request.
+pub const MAX_REVIEWERS: usize = 20;
+
+/// One reviewer as sent: id, name, email.
+pub type ReviewerFields<'a> = (&'a str, Option<&'a str>, Option<&'a str>);
+
+/// Reviewers as `(id, name, email)` (1–20, ids `[A-Za-z0-9][A-Za-z0-9._@-]{0,63}`, unique;
+/// names 1–80 visible characters; valid emails) and the quorum (1..=reviewers, default 1;
+/// only with reviewers). Returns the quorum to use.
+pub fn check_panel(
+    reviewers: Option<&[ReviewerFields<'_>]>,
+    quorum: Option<i64>,
+    errs: &mut Vec<FieldError>,
+) -> u32 {
+    let Some(list) = reviewers else {
+        if quorum.is_some() {
+            errs.push(FieldError::new("quorum", "needs reviewers"));
+        }
+        return 1;
+    };
+    if list.is_empty() || list.len() > MAX_REVIEWERS {
+        errs.push(FieldError::new(
+            "reviewers",
+            format!("must list 1–{MAX_REVIEWERS} reviewers"),
+        ));
+    }
+    let mut seen = std::collections::HashSet::new();
+    let mut mailboxes = std::collections::HashSet::new();
+    for (i, (id, name, email)) in list.iter().enumerate() {
+        let id_ok = !id.is_empty()
+            && id.len() <= 64
+            && id.starts_with(|c: char| c.is_ascii_alphanumeric())
+            && id
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '@' | '-'));
+        if !id_ok {
+            errs.push(FieldError::new(
+                format!("reviewers[{i}].id"),
+                "must be 1–64 letters, digits, '.', '_', '@' or '-' (not first)",
+            ));
+        } else if !seen.insert(*id) {
+            errs.push(FieldError::new(
+                format!("reviewers[{i}].id"),
+                "is listed twice",
+            ));
+        }
+        if let Some(n) = name {
+            let n = n.trim();
+            if n.is_empty() || chars(n) > 80 || n.chars().any(|c| c.is_control() || is_hidden(c)) {
+                errs.push(FieldError::new(
+                    format!("reviewers[{i}].name"),
+                    "must be 1–80 visible characters",
+                ));
+            }
+        }
+        if let Some(p) = email.and_then(email_problem) {
+            errs.push(FieldError::new(format!("reviewers[{i}].email"), p));
+        } else if email.is_some_and(|e| !mailboxes.insert(e.to_ascii_lowercase())) {
+            // Each link is personal: one mailbox cannot receive two reviewers' links.
+            errs.push(FieldError::new(
+                format!("reviewers[{i}].email"),
+                "is another reviewer's address too",
+            ));
+        }
+    }
+    match quorum {
+        None => 1,
+        Some(q) if q >= 1 && (q as usize) <= list.len().max(1) => q as u32,
+        Some(_) => {
+            errs.push(FieldError::new(
+                "quorum",
+                format!("must be 1–{} (the number of reviewers)", list.len()),
+            ));
+            1
+        }
+    }
+}
+
 /// `notify`: up to 20 distinct valid addresses, an http(s) Slack URL.
 pub fn check_notify(email: Option<&[String]>, slack: Option<&str>, errs: &mut Vec<FieldError>) {
     if let Some(list) = email {

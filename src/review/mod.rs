@@ -182,7 +182,19 @@ async fn render(
     status: StatusCode,
     re: Resubmit<'_>,
 ) -> Response {
-    if review.status == Status::Pending {
+    let voted = review
+        .panel
+        .as_ref()
+        .zip(review.reviewer.as_ref())
+        .is_some_and(|(p, r)| p.vote_of(r).is_some());
+    if review.status == Status::Pending && voted {
+        let code = if status.is_success() {
+            StatusCode::OK
+        } else {
+            StatusCode::CONFLICT
+        };
+        page(code, &view::voted_page(review))
+    } else if review.status == Status::Pending {
         let csrf = csrf::issue(&s.config().secret, token, now_s());
         let custom = custom::render(&review.spec).await;
         let nonce = if custom.css.is_some() {
@@ -276,7 +288,12 @@ async fn submit(
         }
         Err(why) => return refused(&token, why),
     }
-    if review.status != Status::Pending {
+    let voted = review
+        .panel
+        .as_ref()
+        .zip(review.reviewer.as_ref())
+        .is_some_and(|(p, r)| p.vote_of(r).is_some());
+    if review.status != Status::Pending || voted {
         return render(
             &s,
             &token,

@@ -76,6 +76,8 @@ pub struct ReviewPage {
     pub comment_error: Option<String>,
     pub submit_label: String,
     pub decline_label: String,
+    /// Named reviewers: "1 of 2 approvals so far · Voted: Alice".
+    pub votes_line: Option<String>,
 }
 
 /// A `<style nonce>` block.
@@ -119,6 +121,66 @@ impl Notice {
             link,
         }
     }
+}
+
+/// "1 of 2 approvals so far · Voted: Alice, Bob" for a request with named reviewers.
+pub fn votes_line(view: &Review) -> Option<String> {
+    let p = view.panel.as_ref()?;
+    let names: Vec<String> = p
+        .votes
+        .iter()
+        .map(|v| {
+            let r = p.reviewers.iter().find(|r| r.id == v.reviewer);
+            let name = r.and_then(|r| r.name.as_deref()).unwrap_or(&v.reviewer);
+            let name = visible(name).into_owned();
+            if v.decision == "declined" {
+                format!("{name} (declined)")
+            } else {
+                name
+            }
+        })
+        .collect();
+    let approvals = if p.quorum == 1 {
+        "approval"
+    } else {
+        "approvals"
+    };
+    let mut line = format!("{} of {} {approvals} so far", p.submitted(), p.quorum);
+    if !names.is_empty() {
+        line.push_str(&format!(" · Voted: {}", names.join(", ")));
+    }
+    Some(line)
+}
+
+/// The page of a pending request whose reviewer (this link's) has voted already.
+pub fn voted_page(view: &Review) -> Notice {
+    let mut n = Notice::error("", &[], None);
+    n.tone = "ok";
+    n.eyebrow = Some(visible(&view.spec.heading()).into_owned());
+    n.heading = "You have voted".into();
+    let vote = view
+        .panel
+        .as_ref()
+        .zip(view.reviewer.as_ref())
+        .and_then(|(p, r)| p.vote_of(r));
+    if let Some(v) = vote {
+        let word = if v.decision == "declined" {
+            &view.spec.labels.decline
+        } else {
+            &view.spec.labels.submit
+        };
+        n.lines.push(format!(
+            "Your answer: “{}”, recorded at {}.",
+            visible(word),
+            human_time(v.at)
+        ));
+    }
+    if let Some(line) = votes_line(view) {
+        n.lines.push(format!("{line}."));
+    }
+    n.lines
+        .push("The request stays open for the other reviewers. You can close this page.".into());
+    n
 }
 
 /// The page of a request that is no longer pending.
@@ -229,6 +291,7 @@ pub fn review_page(
     }
     let remaining_ms = (view.expires_ms - view.now_ms).max(0);
     ReviewPage {
+        votes_line: votes_line(view),
         assets: &ASSETS,
         kind_label: spec.page_label(),
         heading: visible(&spec.heading()).into_owned(),

@@ -10,19 +10,21 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use self::out::{
-    AuditOut, CreatedOut, Decided, DeliveriesOut, DeliveryOut, ResultOut, Review, StateOut,
-    StatusOut,
+    AuditOut, CreatedOut, Decided, DeliveriesOut, DeliveryOut, ResultOut, Review, ReviewerOut,
+    StateOut, StatusOut, VoteOut,
 };
 use crate::{
     config::Config,
     error::{Error, FieldError, Result},
     kinds::{
-        self, Bounds, CreateRequest, DecisionInput, Kind, NotifyInput, Outcome, Spec, ValidCreate,
+        self, Bounds, CreateRequest, DecisionInput, Kind, LinkDelivery, NotifyInput, Outcome,
+        PanelInput, Spec, ValidCreate,
     },
     limits::Limits,
-    model::{rfc3339, rules, ElicitationId, Status, Tenant},
+    model::{rfc3339, rules, Decision, ElicitationId, Status, Tenant},
     store::{
-        DecideReply, Idempotency, NewRecord, NotifyTarget, ReviewRecord, Store, WebhookTarget,
+        DecideReply, Idempotency, NewRecord, NotifyTarget, Panel, PanelReviewer, ReviewRecord,
+        Store, WebhookTarget,
     },
     token,
     wake::Hub,
@@ -190,6 +192,8 @@ impl Service {
             webhook_url,
             webhook_include_result,
             notify,
+            panel: panel_input,
+            link_delivery,
         } = if req.has_templates() {
             // Compiling a large template takes milliseconds: not on a runtime worker.
             tokio::task::spawn_blocking(move || kinds::validate_create(kind, req, bounds))
@@ -199,7 +203,10 @@ impl Service {
             kinds::validate_create(kind, req, bounds)?
         };
         let webhook = self.webhook_target(tenant, webhook_url, webhook_include_result)?;
-        let notify = self.notify_target(tenant, notify)?;
+        let links_by_notification = link_delivery == Some(LinkDelivery::Notify)
+            || self.config.notify.links_by_notification.contains(tenant);
+        let notify =
+            self.notify_target(tenant, notify, panel_input.as_ref(), links_by_notification)?;
         let spec_json = serde_json::to_string(&spec).map_err(Error::internal)?;
         if spec_json.len() > rules::MAX_RECORD_BYTES {
             return Err(Error::PayloadTooLarge(format!(
@@ -212,8 +219,28 @@ impl Service {
         let id = ElicitationId::random();
         let salt = token::random_b64(16);
         let review_token = token::review_token(&self.config.secret, &salt, &id.to_string());
-        // The fingerprint covers where the events go too: the same key with another webhook
-        // target is another request.
+        let panel = panel_input.as_ref().map(|p| Panel {
+            quorum: p.quorum,
+            reviewers: p
+                .reviewers
+                .iter()
+                .map(|r| PanelReviewer {
+                    id: r.id.clone(),
+                    name: r.name.as_ref().map(|n| n.trim().to_string()),
+                    email: r.email.clone(),
+                    token_hash: token::token_hash(&token::reviewer_token(
+                        &self.config.secret,
+                        &salt,
+                        &id.to_string(),
+                        &r.id,
+                    )),
+                })
+                .collect(),
+            votes: Vec::new(),
+            decided_by: Vec::new(),
+        });
+        // The fingerprint covers where the events and the links go too: the same key with
+        // another webhook target, other recipients or other reviewers is another request.
         let idempotency = idempotency_key.map(|k| Idempotency {
             key_hash: token::sha256_hex(k.as_bytes()),
             fingerprint: token::sha256_hex(
@@ -225,6 +252,15 @@ impl Service {
                     if !notify.is_empty() {
                         f.push_str(&format!("\nnotify {:?} {:?}", notify.email, notify.slack));
                     }
+                    if let Some(p) = &panel_input {
+                        let who: Vec<_> = p
+                            .reviewers
+                            .iter()
+                            .map(|r| (&r.id, &r.name, &r.email))
+                            .collect();
+                        f.push_str(&format!("\nreviewers {} {who:?}", p.quorum));
+                    }
+                    f.push_str(&format!("\nlinks {links_by_notification}"));
                     f
                 }
                 .as_bytes(),
@@ -243,6 +279,7 @@ impl Service {
                 idempotency,
                 webhook,
                 notify: notify.clone(),
+                panel,
             })
             .await?;
         if !created.replayed && !notify.is_empty() {
@@ -269,11 +306,30 @@ impl Service {
         } else {
             review_token
         };
+        let reviewers = created.panel.as_ref().map(|p| {
+            p.reviewers
+                .iter()
+                .map(|r| ReviewerOut {
+                    id: r.id.clone(),
+                    review_url: (!links_by_notification).then(|| {
+                        self.review_url(&token::reviewer_token(
+                            &self.config.secret,
+                            &created.token_salt,
+                            &created.id.to_string(),
+                            &r.id,
+                        ))
+                    }),
+                })
+                .collect()
+        });
         Ok(CreatedOut {
             elicitation_id: created.id.to_string(),
             status: created.status,
-            review_url: self.review_url(&review_token),
+            // Named reviewers replace the one link; links by notification are never answered.
+            review_url: (created.panel.is_none() && !links_by_notification)
+                .then(|| self.review_url(&review_token)),
             expires_at: rfc3339(created.expires_ms),
+            reviewers,
         })
     }
 
@@ -319,22 +375,70 @@ impl Service {
     /// Who hears of this request: `notify` as sent, each channel left out taking the tenant's
     /// default. Email needs SMTP settings (422 otherwise); a Slack URL on a literal non-public
     /// address is 422 unless allowed, like a webhook's.
-    fn notify_target(&self, tenant: &Tenant, notify: Option<NotifyInput>) -> Result<NotifyTarget> {
+    fn notify_target(
+        &self,
+        tenant: &Tenant,
+        notify: Option<NotifyInput>,
+        panel: Option<&PanelInput>,
+        links_by_notification: bool,
+    ) -> Result<NotifyTarget> {
         let cfg = &self.config.notify;
         let notify = notify.unwrap_or_default();
-        let email = match notify.email {
-            Some(list) => {
-                if !list.is_empty() && cfg.smtp_url.is_none() {
-                    return Err(Error::unprocessable(vec![FieldError::new(
-                        "notify.email",
-                        "this server sends no email (ELICITD_SMTP_URL is not set)",
-                    )]));
+        let unprocessable =
+            |field: String, msg: &str| Error::unprocessable(vec![FieldError::new(field, msg)]);
+        let email = match (panel, notify.email) {
+            // Named reviewers: each gets their own link at their own address, and no one else
+            // gets one (a default recipient would get a link that decides for a reviewer).
+            (Some(p), _) => {
+                let mut to = Vec::new();
+                for (i, r) in p.reviewers.iter().enumerate() {
+                    match &r.email {
+                        Some(_) if cfg.smtp_url.is_none() => {
+                            return Err(unprocessable(
+                                format!("reviewers[{i}].email"),
+                                "this server sends no email (ELICITD_SMTP_URL is not set)",
+                            ))
+                        }
+                        Some(e) => to.push(e.clone()),
+                        None if links_by_notification => {
+                            return Err(unprocessable(
+                                format!("reviewers[{i}].email"),
+                                "is required: review links go only by email for this request",
+                            ))
+                        }
+                        None => {}
+                    }
                 }
-                list
+                to
             }
-            None => cfg.email.get(tenant).cloned().unwrap_or_default(),
+            (None, Some(list)) => list,
+            (None, None) => cfg.email.get(tenant).cloned().unwrap_or_default(),
         };
+        if panel.is_none() && !email.is_empty() && cfg.smtp_url.is_none() {
+            return Err(unprocessable(
+                "notify.email".into(),
+                "this server sends no email (ELICITD_SMTP_URL is not set)",
+            ));
+        }
+        if panel.is_none() && links_by_notification && email.is_empty() {
+            return Err(unprocessable(
+                "linkDelivery".into(),
+                "review links go only by email for this request: give notify.email (or \
+                 reviewers with email)",
+            ));
+        }
+        // A Slack message goes to a channel: when the links may go only to the people they are
+        // for, a request without named reviewers (whose message would carry the link) gets none.
+        let no_slack = links_by_notification && panel.is_none();
+        if no_slack && notify.slack_webhook_url.is_some() {
+            return Err(unprocessable(
+                "notify.slackWebhookUrl".into(),
+                "cannot be used when review links go only by email: the Slack message would \
+                 carry the link",
+            ));
+        }
         let slack = match notify.slack_webhook_url {
+            _ if no_slack => None,
             Some(url) => {
                 if let Some(p) = crate::delivery::guard::literal_problem(
                     &url,
@@ -484,6 +588,22 @@ impl Service {
             answer: outcome.answer,
             comment: outcome.comment,
             decided_at: rfc3339(r.decided_ms),
+            decided_by: r.panel.as_ref().map(|p| p.decided_by.clone()),
+            votes: r.panel.map(|p| {
+                p.votes
+                    .into_iter()
+                    .map(|v| VoteOut {
+                        reviewer: v.reviewer,
+                        decision: if v.decision == "declined" {
+                            Decision::Declined
+                        } else {
+                            Decision::Submitted
+                        },
+                        comment: v.comment,
+                        at: rfc3339(v.at),
+                    })
+                    .collect()
+            }),
         })
     }
 
@@ -537,7 +657,13 @@ impl Service {
 
     /// Record that the review page of `review` was shown.
     pub async fn record_view(&self, review: &Review) -> Result<()> {
-        self.store.record_view(review.id, &review.token_hash).await
+        let actor = match &review.reviewer {
+            Some(r) => format!("reviewer:{r}"),
+            None => crate::store::REVIEWER.to_string(),
+        };
+        self.store
+            .record_view(review.id, &review.token_hash, &actor)
+            .await
     }
 
     /// Open `review_token` and decide on it ([`review`](Self::review) then
@@ -574,6 +700,11 @@ impl Service {
             count_refusal(review.status);
             return Ok(Decided::Refused(Box::new(review.clone())));
         }
+        if let (Some(p), Some(who)) = (&review.panel, &review.reviewer) {
+            if p.vote_of(who).is_some() {
+                return Err(Error::AlreadyDecided);
+            }
+        }
         let outcome = input.validate(&review.spec)?;
         let json = serde_json::to_string(&outcome).map_err(Error::internal)?;
         match self
@@ -586,6 +717,11 @@ impl Service {
                     .increment(1);
                 self.nudge.shard(self.store.shard_of(review.id));
                 Ok(Decided::Recorded(status))
+            }
+            // A named reviewer's vote; the request stays pending until the quorum.
+            DecideReply::Voted { .. } => {
+                metrics::counter!("elicitd_decisions_total", "outcome" => "voted").increment(1);
+                Ok(Decided::Recorded(Status::Pending))
             }
             DecideReply::Refused {
                 status,
@@ -628,6 +764,8 @@ fn review_of(rec: ReviewRecord, token_hash: String) -> Result<Review> {
             .map(|o| decode("outcome", o))
             .transpose()?,
         decided_ms: rec.decided_ms,
+        panel: rec.panel,
+        reviewer: rec.reviewer,
         token_hash,
     })
 }

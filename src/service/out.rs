@@ -17,8 +17,44 @@ use crate::{
 pub struct CreatedOut {
     pub elicitation_id: String,
     pub status: Status,
-    pub review_url: String,
+    /// The review link — absent with named reviewers (each has their own) and when links go
+    /// only by notification (`linkDelivery: "notify"`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub review_url: Option<String>,
     pub expires_at: String,
+    /// The named reviewers, in the order given, each with a personal link unless links go
+    /// only by notification.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reviewers: Option<Vec<ReviewerOut>>,
+}
+
+/// One named reviewer in a create answer.
+#[derive(Debug, Clone, Serialize, utoipa::ToSchema, schemars::JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ReviewerOut {
+    pub id: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub review_url: Option<String>,
+}
+
+/// Votes so far of a request with named reviewers.
+#[derive(Debug, Clone, Copy, Serialize, utoipa::ToSchema, schemars::JsonSchema)]
+pub struct VotesOut {
+    /// Distinct reviewers who submitted.
+    pub submitted: u32,
+    /// The quorum.
+    pub needed: u32,
+}
+
+/// One reviewer's vote in a result.
+#[derive(Debug, Clone, Serialize, utoipa::ToSchema, schemars::JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct VoteOut {
+    pub reviewer: String,
+    pub decision: Decision,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub comment: Option<String>,
+    pub at: String,
 }
 
 /// Answer to status / await.
@@ -32,6 +68,9 @@ pub struct StatusOut {
     pub expires_at: String,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub decided_at: Option<String>,
+    /// With named reviewers: submits so far and the quorum.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub votes: Option<VotesOut>,
 }
 
 impl From<&StatusView> for StatusOut {
@@ -43,6 +82,9 @@ impl From<&StatusView> for StatusOut {
             created_at: rfc3339(v.created_ms),
             expires_at: rfc3339(v.expires_ms),
             decided_at: v.decided_ms.map(rfc3339),
+            votes: v
+                .votes
+                .map(|(submitted, needed)| VotesOut { submitted, needed }),
         }
     }
 }
@@ -66,19 +108,29 @@ pub struct ResultOut {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub comment: Option<String>,
     pub decided_at: String,
+    /// With named reviewers: who decided (the submitters that reached the quorum, or the one
+    /// who declined).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub decided_by: Option<Vec<String>>,
+    /// With named reviewers: every vote, oldest first.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub votes: Option<Vec<VoteOut>>,
 }
 
 /// One audit event on the wire.
 #[derive(Debug, Clone, Serialize, utoipa::ToSchema, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct AuditEventOut {
+    /// created, viewed, voted, decided, canceled, fetched, webhook_delivered, webhook_failed,
+    /// notification_sent, notification_failed.
     #[serde(rename = "type")]
     pub kind: String,
     pub at: String,
+    /// `agent:<tenant>`, `reviewer`, `reviewer:<id>` (named reviewers) or `elicitd`.
     pub actor: String,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub decision: Option<String>,
-    /// The webhook delivery a `webhook_delivered` / `webhook_failed` entry is about.
+    /// The delivery a `webhook_*` / `notification_*` entry is about.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub delivery: Option<String>,
 }
@@ -218,6 +270,9 @@ pub struct Review {
     pub outcome: Option<Outcome>,
     pub decided_ms: Option<i64>,
     /// sha256 of the review token (what the store checks again when deciding).
+    /// Named reviewers and their votes, and whose token opened this (with reviewers).
+    pub panel: Option<crate::store::Panel>,
+    pub reviewer: Option<String>,
     pub(super) token_hash: String,
 }
 

@@ -13,8 +13,8 @@ use async_trait::async_trait;
 
 use super::{
     agent_actor, event_ids, AuditEvent, Channel, Created, DecideReply, Delivery, DeliveryState,
-    NewRecord, Notice, NotifyTarget, ResultRecord, ReviewRecord, StatusView, Store, WebhookTarget,
-    REVIEWER,
+    NewRecord, Notice, NotifyTarget, Panel, ResultRecord, ReviewRecord, StatusView, Store,
+    WebhookTarget, REVIEWER,
 };
 use crate::{
     error::{Error, Result},
@@ -39,6 +39,7 @@ struct Record {
     fetches: u64,
     webhook: Option<WebhookTarget>,
     notify: NotifyTarget,
+    panel: Option<Panel>,
     /// Delivery ids, oldest first.
     deliveries: Vec<String>,
 }
@@ -109,6 +110,19 @@ impl Inner {
                 },
             );
         }
+    }
+}
+
+/// Whether `token_hash` opens `r`: the request's token, or (with named reviewers, whose tokens
+/// replace it) a reviewer's, named in the answer.
+fn opens(r: &Record, token_hash: &str) -> Result<Option<String>> {
+    match &r.panel {
+        Some(p) => p
+            .reviewer_of(token_hash)
+            .map(|rv| Some(rv.id.clone()))
+            .ok_or(Error::NotFound),
+        None if ct_eq(&r.token_hash, token_hash) => Ok(None),
+        None => Err(Error::NotFound),
     }
 }
 
@@ -209,13 +223,24 @@ impl Store for MemoryStore {
                         token_salt: r.token_salt.clone(),
                         status: Status::effective(r.status, now, r.expires_ms),
                         replayed: true,
+                        panel: r.panel.clone(),
                     });
                 }
             }
             g.idem.insert(k, (rec.id, idem.fingerprint.clone()));
         }
         let expires_ms = now + rec.expires_in_ms;
-        g.by_token.insert(rec.token_hash.clone(), rec.id);
+        // Named reviewers: their tokens open the page, the request's own token nothing.
+        match &rec.panel {
+            Some(p) => {
+                for r in &p.reviewers {
+                    g.by_token.insert(r.token_hash.clone(), rec.id);
+                }
+            }
+            None => {
+                g.by_token.insert(rec.token_hash.clone(), rec.id);
+            }
+        }
         g.records.insert(
             rec.id,
             Record {
@@ -228,6 +253,7 @@ impl Store for MemoryStore {
                 }],
                 webhook: rec.webhook,
                 notify: rec.notify,
+                panel: rec.panel.clone(),
                 deliveries: Vec::new(),
                 tenant: rec.tenant,
                 kind: rec.kind,
@@ -251,6 +277,7 @@ impl Store for MemoryStore {
             token_salt: rec.token_salt,
             status: Status::Pending,
             replayed: false,
+            panel: rec.panel,
         })
     }
 
@@ -266,6 +293,7 @@ impl Store for MemoryStore {
             expires_ms: r.expires_ms,
             decided_ms: r.decided_ms,
             now_ms: now,
+            votes: r.panel.as_ref().map(|p| (p.submitted(), p.quorum)),
         })
     }
 
@@ -274,10 +302,10 @@ impl Store for MemoryStore {
         let mut g = self.lock();
         let id = *g.by_token.get(token_hash).ok_or(Error::NotFound)?;
         let r = live(&mut g, &id, self.retention_ms, now).ok_or(Error::NotFound)?;
-        if !ct_eq(&r.token_hash, token_hash) {
-            return Err(Error::NotFound);
-        }
+        let reviewer = opens(r, token_hash)?;
         Ok(ReviewRecord {
+            panel: r.panel.clone(),
+            reviewer,
             id,
             spec_json: r.spec_json.clone(),
             status: Status::effective(r.status, now, r.expires_ms),
@@ -298,9 +326,8 @@ impl Store for MemoryStore {
     ) -> Result<DecideReply> {
         let now = local_now_ms();
         let mut g = self.lock();
-        let r = live(&mut g, &id, self.retention_ms, now)
-            .filter(|r| ct_eq(&r.token_hash, token_hash))
-            .ok_or(Error::NotFound)?;
+        let r = live(&mut g, &id, self.retention_ms, now).ok_or(Error::NotFound)?;
+        let reviewer = opens(r, token_hash)?;
         let status = Status::effective(r.status, now, r.expires_ms);
         if status != Status::Pending {
             return Ok(DecideReply::Refused {
@@ -309,6 +336,48 @@ impl Store for MemoryStore {
                 decided_ms: r.decided_ms,
             });
         }
+        let actor = match (&mut r.panel, &reviewer) {
+            (Some(panel), Some(who)) => {
+                // A vote (see lua/decide.lua): once per reviewer; a decline or the vote that
+                // completes the quorum decides.
+                if panel.vote_of(who).is_some() {
+                    return Err(Error::AlreadyDecided);
+                }
+                let comment = serde_json::from_str::<serde_json::Value>(outcome_json)
+                    .ok()
+                    .and_then(|v| v["comment"].as_str().map(str::to_string));
+                panel.votes.push(super::Vote {
+                    reviewer: who.clone(),
+                    decision: decision.as_str().into(),
+                    comment,
+                    at: now,
+                    nonce: None,
+                });
+                let actor = format!("reviewer:{who}");
+                r.audit.push(AuditEvent {
+                    kind: "voted".into(),
+                    at: now,
+                    actor: actor.clone(),
+                    decision: Some(decision.as_str().into()),
+                    delivery: None,
+                });
+                let (submitted, needed) = (panel.submitted(), panel.quorum);
+                if decision == Decision::Declined {
+                    panel.decided_by = vec![who.clone()];
+                } else if submitted >= needed {
+                    panel.decided_by = panel
+                        .votes
+                        .iter()
+                        .filter(|v| v.decision == "submitted")
+                        .map(|v| v.reviewer.clone())
+                        .collect();
+                } else {
+                    return Ok(DecideReply::Voted { submitted, needed });
+                }
+                actor
+            }
+            _ => REVIEWER.to_string(),
+        };
         let status = decision.status();
         r.status = status;
         r.outcome_json = Some(outcome_json.to_string());
@@ -316,7 +385,7 @@ impl Store for MemoryStore {
         r.audit.push(AuditEvent {
             kind: "decided".into(),
             at: now,
-            actor: REVIEWER.into(),
+            actor,
             decision: Some(decision.as_str().into()),
             delivery: None,
         });
@@ -379,6 +448,7 @@ impl Store for MemoryStore {
             });
         }
         let spec_json = r.spec_json.clone();
+        let panel = r.panel.clone();
         if first {
             g.event(id, "consumed", now);
         }
@@ -389,6 +459,7 @@ impl Store for MemoryStore {
         Ok(ResultRecord {
             id,
             spec_json,
+            panel,
             outcome_json,
             decided_ms,
         })
@@ -401,19 +472,18 @@ impl Store for MemoryStore {
         Ok((r.audit.clone(), r.fetches))
     }
 
-    async fn record_view(&self, id: ElicitationId, token_hash: &str) -> Result<()> {
+    async fn record_view(&self, id: ElicitationId, token_hash: &str, actor: &str) -> Result<()> {
         let now = local_now_ms();
         let mut g = self.lock();
-        let r = live(&mut g, &id, self.retention_ms, now)
-            .filter(|r| ct_eq(&r.token_hash, token_hash))
-            .ok_or(Error::NotFound)?;
+        let r = live(&mut g, &id, self.retention_ms, now).ok_or(Error::NotFound)?;
+        opens(r, token_hash)?;
         if r.audit.len() >= super::MAX_AUDIT_FOR_VIEWS {
             return Ok(());
         }
         r.audit.push(AuditEvent {
             kind: "viewed".into(),
             at: now,
-            actor: REVIEWER.into(),
+            actor: actor.into(),
             decision: None,
             delivery: None,
         });
@@ -573,6 +643,7 @@ impl Store for MemoryStore {
             spec_json: r.spec_json.clone(),
             token_salt: r.token_salt.clone(),
             expires_ms: r.expires_ms,
+            panel: r.panel.clone(),
         }))
     }
 

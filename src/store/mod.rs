@@ -59,6 +59,98 @@ pub struct Notice {
     pub spec_json: String,
     pub token_salt: String,
     pub expires_ms: i64,
+    /// Named reviewers: each recipient's own link instead of the request's.
+    pub panel: Option<Panel>,
+}
+
+/// The named reviewers of a record, their votes and who decided: JSON in the record (the
+/// `panel` field; `lua/decide.lua` reads and writes the same shape). Kind-agnostic: a vote is a
+/// decision and an optional comment.
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Panel {
+    /// Distinct submits needed.
+    pub quorum: u32,
+    pub reviewers: Vec<PanelReviewer>,
+    /// Oldest first; one per reviewer at most.
+    #[serde(
+        default,
+        skip_serializing_if = "Vec::is_empty",
+        deserialize_with = "lua_list"
+    )]
+    pub votes: Vec<Vote>,
+    /// The submitters that completed the quorum (vote order), or the one decliner.
+    #[serde(
+        default,
+        skip_serializing_if = "Vec::is_empty",
+        deserialize_with = "lua_list"
+    )]
+    pub decided_by: Vec<String>,
+}
+
+/// One named reviewer (the token itself is never stored; its hash opens the page).
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PanelReviewer {
+    pub id: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub email: Option<String>,
+    pub token_hash: String,
+}
+
+/// One reviewer's vote.
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Vote {
+    pub reviewer: String,
+    /// submitted or declined.
+    pub decision: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub comment: Option<String>,
+    /// Store clock, epoch milliseconds.
+    pub at: i64,
+    /// The deciding call's nonce (a retried call finds its own vote).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub nonce: Option<String>,
+}
+
+impl Panel {
+    pub fn reviewer_of(&self, token_hash: &str) -> Option<&PanelReviewer> {
+        self.reviewers
+            .iter()
+            .find(|r| crate::token::ct_eq(&r.token_hash, token_hash))
+    }
+    pub fn vote_of(&self, reviewer: &str) -> Option<&Vote> {
+        self.votes.iter().find(|v| v.reviewer == reviewer)
+    }
+    pub fn submitted(&self) -> u32 {
+        self.votes
+            .iter()
+            .filter(|v| v.decision == "submitted")
+            .count() as u32
+    }
+}
+
+/// Lua's cjson writes an empty list as `{}`: read either as a list.
+fn lua_list<'de, D, T>(d: D) -> std::result::Result<Vec<T>, D::Error>
+where
+    D: serde::Deserializer<'de>,
+    T: serde::Deserialize<'de>,
+{
+    #[derive(serde::Deserialize)]
+    #[serde(untagged)]
+    enum ListOrMap<T> {
+        List(Vec<T>),
+        Map(std::collections::BTreeMap<String, T>),
+    }
+    Ok(
+        match <ListOrMap<T> as serde::Deserialize>::deserialize(d)? {
+            ListOrMap::List(v) => v,
+            ListOrMap::Map(m) => m.into_values().collect(),
+        },
+    )
 }
 
 /// Everything the store needs to create a record.
@@ -75,6 +167,9 @@ pub struct NewRecord {
     pub idempotency: Option<Idempotency>,
     pub webhook: Option<WebhookTarget>,
     pub notify: NotifyTarget,
+    /// Named reviewers (JSON [`Panel`]): their token hashes open the page instead of
+    /// `token_hash`, which is then indexed nowhere.
+    pub panel: Option<Panel>,
 }
 
 /// The answer to a create (or the first create, when replayed by idempotency key).
@@ -88,6 +183,8 @@ pub struct Created {
     /// The status now (a replay may find the first request already decided).
     pub status: Status,
     pub replayed: bool,
+    /// The named reviewers, if any (a replay rebuilds their links).
+    pub panel: Option<Panel>,
 }
 
 /// One status read.
@@ -102,6 +199,8 @@ pub struct StatusView {
     pub decided_ms: Option<i64>,
     /// The store clock at the read.
     pub now_ms: i64,
+    /// With named reviewers: (submits so far, quorum).
+    pub votes: Option<(u32, u32)>,
 }
 
 /// What a reviewer's token opens.
@@ -116,6 +215,9 @@ pub struct ReviewRecord {
     pub now_ms: i64,
     pub outcome_json: Option<String>,
     pub decided_ms: Option<i64>,
+    /// With named reviewers: the panel, and which reviewer's token this is.
+    pub panel: Option<Panel>,
+    pub reviewer: Option<String>,
 }
 
 /// The answer to a decision: recorded, or refused with the record's state at that moment
@@ -125,6 +227,11 @@ pub enum DecideReply {
     Recorded {
         status: Status,
         decided_ms: i64,
+    },
+    /// A named reviewer's submit was recorded; the request stays pending until the quorum.
+    Voted {
+        submitted: u32,
+        needed: u32,
     },
     /// Not pending any more: the effective status (submitted, declined, consumed, canceled
     /// or expired) and, when decided, the outcome and its time.
@@ -142,6 +249,8 @@ pub struct ResultRecord {
     pub spec_json: String,
     pub outcome_json: String,
     pub decided_ms: i64,
+    /// With named reviewers: the votes and who decided.
+    pub panel: Option<Panel>,
 }
 
 /// One audit entry.
@@ -325,8 +434,8 @@ pub trait Store: Send + Sync + 'static {
     /// The audit trail, oldest first, and how many times the result was read (fetches beyond
     /// the audit cap are counted, not listed).
     async fn audit(&self, tenant: &Tenant, id: ElicitationId) -> Result<(Vec<AuditEvent>, u64)>;
-    /// Append a `viewed` event (the review page was rendered).
-    async fn record_view(&self, id: ElicitationId, token_hash: &str) -> Result<()>;
+    /// Append a `viewed` event by `actor` (the review page was rendered).
+    async fn record_view(&self, id: ElicitationId, token_hash: &str, actor: &str) -> Result<()>;
     /// Ready to serve (Redis: a script call answers and the subscriber is connected).
     async fn ready(&self) -> Result<()>;
 

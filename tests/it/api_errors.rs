@@ -144,16 +144,29 @@ async fn malformed_bodies_are_clean_4xx(kind: StoreKind) {
 async fn field_and_body_limits(kind: StoreKind) {
     let f = Fixture::new(kind, 1).await;
     let api = f.acme();
-    let huge = "x".repeat(2 * 1024 * 1024);
-    let r = api
-        .post("/v1/approvals", &json!({"message": "m", "context": huge}))
-        .await;
-    assert_eq!(
-        (r.status, r.code()),
-        (413, "payload_too_large"),
-        "{}",
-        r.body
-    );
+    // A body announced over the limit is refused before it is read. (Sent for real, the
+    // client may still be writing when the server answers and closes: a reset, not a 413,
+    // on a loaded machine. So only the head goes out.)
+    {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let host = api.base.trim_start_matches("http://").to_string();
+        let mut s = tokio::net::TcpStream::connect(&host).await.unwrap();
+        let head = format!(
+            "POST /v1/approvals HTTP/1.1\r\nHost: {host}\r\nAuthorization: Bearer {}\r\n\
+             Content-Type: application/json\r\nContent-Length: {}\r\n\r\n",
+            crate::harness::ACME_KEY,
+            2 * 1024 * 1024
+        );
+        s.write_all(head.as_bytes()).await.unwrap();
+        let mut resp = vec![0u8; 4096];
+        let n = tokio::time::timeout(std::time::Duration::from_secs(5), s.read(&mut resp))
+            .await
+            .expect("refused without waiting for the body")
+            .unwrap();
+        let text = String::from_utf8_lossy(&resp[..n]);
+        assert!(text.starts_with("HTTP/1.1 413"), "{text}");
+        assert!(text.contains("payload_too_large"), "{text}");
+    }
     let big_ctx = "y".repeat(64 * 1024);
     let r = api
         .post(

@@ -18,6 +18,7 @@ mod redis_store;
 mod review_browser;
 mod review_escaping;
 mod review_page;
+mod reviewers;
 mod templates;
 mod topology_drills;
 mod wake;

@@ -667,6 +667,8 @@ fn notification_settings_are_checked_at_startup() {
     })
     .unwrap_err();
     assert!(err.contains("ELICITD_NOTIFY_EMAIL"), "{err}");
+    let err = parse(&|c| c.links_by_notification = Some("acme".into())).unwrap_err();
+    assert!(err.contains("ELICITD_LINKS_BY_NOTIFICATION needs"), "{err}");
     let err = parse(&|c| c.notify_slack = Some("acme=ftp://x".into())).unwrap_err();
     assert!(err.contains("ELICITD_NOTIFY_SLACK"), "{err}");
     let err = parse(&|c| c.tenant_names = Some("acme=\u{202E}evil".into())).unwrap_err();

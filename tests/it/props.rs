@@ -244,7 +244,14 @@ async fn apply(
     match op {
         Op::Create(kind) => match s.create(&acme, *kind, create_body(*kind)).await {
             Ok(c) => {
-                let token = c.review_url.rsplit('/').next().unwrap().to_string();
+                let token = c
+                    .review_url
+                    .as_deref()
+                    .unwrap()
+                    .rsplit('/')
+                    .next()
+                    .unwrap()
+                    .to_string();
                 (Ok("pending".into()), Some((c.elicitation_id, token)))
             }
             Err(e) => (Err(code(e)), None),

@@ -178,6 +178,9 @@ render runs them.
 {{- fail (printf "webhooks.endpoints has tenant %q but webhooks.secrets has no signing secret for it: the server refuses to start (exit code 2). Add webhooks.secrets.%s: [whsec_...]." $tenant $tenant) }}
 {{- end }}
 {{- end }}
+{{- if and (eq $mode "inMemory") (eq (toString .Values.config.deliveryWorker) "false") }}
+{{- fail "config.deliveryWorker is false with redis.inMemory: the in-memory store is not shared, so no other deployment can run the delivery worker and no webhook or notification would ever be sent. Keep config.deliveryWorker true." }}
+{{- end }}
 {{- $n := .Values.notifications }}
 {{- if and .Values.existingSecret (or $n.smtp.url $n.slack) }}
 {{- fail "notifications.smtp.url and notifications.slack are ignored when existingSecret is set: put ELICITD_SMTP_URL and ELICITD_NOTIFY_SLACK into that Secret instead, and unset them here." }}
@@ -187,6 +190,9 @@ render runs them.
 {{- end }}
 {{- if and $n.email (not $n.smtp.url) (not .Values.existingSecret) }}
 {{- fail (printf "notifications.email sets default recipients (tenants %s) but notifications.smtp.url is empty: the server refuses to start without an SMTP server (exit code 2). Set notifications.smtp.url and notifications.smtp.from, or unset notifications.email." (keys $n.email | sortAlpha | join ", ")) }}
+{{- end }}
+{{- if and $n.linksByNotification (not $n.smtp.url) (not .Values.existingSecret) }}
+{{- fail (printf "notifications.linksByNotification lists tenants (%s) whose review links go only by email, but notifications.smtp.url is empty: no link could ever be sent, and the server refuses to start without an SMTP server (exit code 2). Set notifications.smtp.url and notifications.smtp.from, or unset notifications.linksByNotification." (join ", " $n.linksByNotification)) }}
 {{- end }}
 {{- /* The server refuses a lease that does not outlast one attempt: a live attempt would lose its delivery to another replica. */}}
 {{- if le (int .Values.config.webhookLeaseSecs) (int .Values.config.webhookTimeoutSecs) }}

@@ -18,6 +18,7 @@ pub(super) const STATUS: Fields = Fields(&[
     "created_ms",
     "expires_ms",
     "decided_ms",
+    "tally",
 ]);
 /// Review page reads.
 pub(super) const REVIEW: Fields = Fields(&[
@@ -28,6 +29,7 @@ pub(super) const REVIEW: Fields = Fields(&[
     "expires_ms",
     "outcome",
     "decided_ms",
+    "panel",
 ]);
 /// Idempotent create replays.
 pub(super) const REPLAY: Fields = Fields(&[
@@ -37,6 +39,7 @@ pub(super) const REPLAY: Fields = Fields(&[
     "expires_ms",
     "token_hash",
     "token_salt",
+    "panel",
 ]);
 
 /// One record's values for a [`Fields`] list; `None` for a missing field (or record).
@@ -142,12 +145,21 @@ mod tests {
         let s = |v: &str| Some(v.to_string());
         let row = Row::new(
             &STATUS,
-            vec![s("acme"), s("pending"), s("approval"), s("1"), s("2"), None],
+            vec![
+                s("acme"),
+                s("pending"),
+                s("approval"),
+                s("1"),
+                s("2"),
+                None,
+                s("1/2"),
+            ],
         )
         .unwrap();
         assert_eq!(row.get("tenant"), Some("acme"));
         assert_eq!(row.int("expires_ms").unwrap(), 2);
         assert_eq!(row.opt_int("decided_ms"), None);
+        assert_eq!(row.get("tally"), Some("1/2"));
         assert_eq!(row.status().unwrap(), Status::Pending);
         assert_eq!(row.kind().unwrap(), Kind::Approval);
         assert!(Row::new(&STATUS, vec![None]).is_err());

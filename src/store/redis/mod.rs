@@ -39,7 +39,7 @@ use self::{
     subscriber::Subscriber,
 };
 use super::{
-    agent_actor, event_ids, AuditEvent, Created, DecideReply, Delivery, NewRecord, Notice,
+    agent_actor, event_ids, AuditEvent, Created, DecideReply, Delivery, NewRecord, Notice, Panel,
     ResultRecord, ReviewRecord, StatusView, Store, MAX_AUDIT_FOR_VIEWS, REVIEWER,
 };
 use crate::{
@@ -258,16 +258,18 @@ impl RedisStore {
     /// The index and the record, written on `client` (the caller confirms them).
     async fn create_record(&self, client: &Client, rec: &NewRecord) -> Result<(i64, i64)> {
         let ttl_ms = rec.expires_in_ms + self.retention_ms + 60_000;
-        let _: () = client
-            .set(
-                self.keys.review_index(&rec.token_hash),
-                rec.id.to_string(),
-                Some(Expiration::PX(ttl_ms)),
-                None,
-                false,
-            )
-            .await
-            .map_err(map_err)?;
+        for hash in index_hashes(rec) {
+            let _: () = client
+                .set(
+                    self.keys.review_index(hash),
+                    rec.id.to_string(),
+                    Some(Expiration::PX(ttl_ms)),
+                    None,
+                    false,
+                )
+                .await
+                .map_err(map_err)?;
+        }
         let out = match eval_on(
             "create",
             client,
@@ -316,6 +318,16 @@ impl RedisStore {
             ]
             .into_iter()
             .chain(event_ids(rec.id, "created"))
+            .chain([
+                match &rec.panel {
+                    Some(p) => serde_json::to_string(p).map_err(Error::internal)?,
+                    None => String::new(),
+                },
+                rec.panel
+                    .as_ref()
+                    .map(|p| format!("0/{}", p.quorum))
+                    .unwrap_or_default(),
+            ])
             .collect(),
         )
         .await?
@@ -375,6 +387,7 @@ impl RedisStore {
             token_hash: row.take("token_hash").unwrap_or_default(),
             token_salt: row.take("token_salt").unwrap_or_default(),
             replayed: true,
+            panel: panel_of(row.take("panel"))?,
         }))
     }
 
@@ -399,10 +412,30 @@ impl RedisStore {
                 rec.id.to_string(),
             )
             .await;
-            let _: std::result::Result<i64, _> =
-                c.del(self.keys.review_index(&rec.token_hash)).await;
+            for hash in index_hashes(rec) {
+                let _: std::result::Result<i64, _> = c.del(self.keys.review_index(hash)).await;
+            }
         }
     }
+}
+
+/// The token hashes that open a new record's page: its reviewers' (named reviewers), else its
+/// own.
+fn index_hashes(rec: &NewRecord) -> impl Iterator<Item = &str> {
+    let panel = rec
+        .panel
+        .as_ref()
+        .map(|p| p.reviewers.as_slice())
+        .unwrap_or_default();
+    let own = panel.is_empty().then_some(rec.token_hash.as_str());
+    own.into_iter()
+        .chain(panel.iter().map(|r| r.token_hash.as_str()))
+}
+
+/// A record's `panel` field.
+fn panel_of(json: Option<String>) -> Result<Option<Panel>> {
+    json.map(|j| serde_json::from_str(&j).map_err(Error::internal))
+        .transpose()
 }
 
 /// Run `script` on `client` (reloading it on `NOSCRIPT`) and decode its reply.
@@ -543,10 +576,16 @@ impl Store for RedisStore {
         }
         if let Some(d) = &self.durable {
             let (index, record) = (
-                self.keys.review_index(&rec.token_hash),
+                self.keys
+                    .review_index(index_hashes(&rec).next().unwrap_or(&rec.token_hash)),
                 self.keys.record(rec.id),
             );
+            let extra: Vec<String> = index_hashes(&rec)
+                .skip(1)
+                .map(|h| self.keys.review_index(h))
+                .collect();
             let mut written = vec![index.as_str(), record.as_str()];
+            written.extend(extra.iter().map(String::as_str));
             if let Some((key, _)) = &idem_key {
                 written.push(key);
             }
@@ -560,6 +599,7 @@ impl Store for RedisStore {
             token_salt: rec.token_salt,
             status: Status::Pending,
             replayed: false,
+            panel: rec.panel,
         })
     }
 
@@ -577,6 +617,10 @@ impl Store for RedisStore {
             expires_ms,
             decided_ms: row.opt_int("decided_ms"),
             now_ms: now,
+            votes: row.get("tally").and_then(|t| {
+                let (k, m) = t.split_once('/')?;
+                Some((k.parse().ok()?, m.parse().ok()?))
+            }),
         })
     }
 
@@ -590,11 +634,17 @@ impl Store for RedisStore {
             .and_then(ElicitationId::parse)
             .ok_or(Error::NotFound)?;
         let (now, mut row) = self.load("review", id, codec::REVIEW).await?;
-        if !row.get("token_hash").is_some_and(|h| ct_eq(h, token_hash)) {
-            return Err(Error::NotFound);
-        }
+        // Named reviewers' tokens replace the request's own (which is indexed nowhere then).
+        let panel = panel_of(row.take("panel"))?;
+        let reviewer = match &panel {
+            Some(p) => Some(p.reviewer_of(token_hash).ok_or(Error::NotFound)?.id.clone()),
+            None if row.get("token_hash").is_some_and(|h| ct_eq(h, token_hash)) => None,
+            None => return Err(Error::NotFound),
+        };
         let expires_ms = row.int("expires_ms")?;
         Ok(ReviewRecord {
+            panel,
+            reviewer,
             id,
             status: Status::effective(row.status()?, now, expires_ms),
             created_ms: row.int("created_ms")?,
@@ -639,10 +689,17 @@ impl Store for RedisStore {
                 .and_then(Status::parse)
                 .ok_or_else(|| Error::internal("bad decide reply"))
         };
+        let int_at =
+            |v: &[Option<String>], i: usize| codec::int(v.get(i).and_then(|s| s.as_deref()));
         Ok(match reply {
+            // A named reviewer's vote that leaves the request pending.
+            Reply::Ok(v) if status(&v)? == Status::Pending => DecideReply::Voted {
+                submitted: int_at(&v, 1)? as u32,
+                needed: int_at(&v, 2)? as u32,
+            },
             Reply::Ok(v) => DecideReply::Recorded {
                 status: status(&v)?,
-                decided_ms: codec::int(v.get(1).and_then(|s| s.as_deref()))?,
+                decided_ms: int_at(&v, 1)?,
             },
             Reply::No(mut v) => DecideReply::Refused {
                 status: status(&v)?,
@@ -691,6 +748,7 @@ impl Store for RedisStore {
         let (outcome, decided, spec) = (out.next(), out.next(), out.next());
         Ok(ResultRecord {
             id,
+            panel: panel_of(out.next().flatten())?,
             outcome_json: outcome
                 .flatten()
                 .ok_or_else(|| Error::internal("decided record without outcome"))?,
@@ -732,14 +790,14 @@ impl Store for RedisStore {
         Ok((events, fetches))
     }
 
-    async fn record_view(&self, id: ElicitationId, token_hash: &str) -> Result<()> {
+    async fn record_view(&self, id: ElicitationId, token_hash: &str, actor: &str) -> Result<()> {
         self.eval_ok(
             "view",
             &self.scripts.view,
             vec![self.keys.record(id), self.keys.audit(id)],
             vec![
                 token_hash.to_string(),
-                REVIEWER.into(),
+                actor.into(),
                 MAX_AUDIT_FOR_VIEWS.to_string(),
             ],
         )
@@ -950,7 +1008,7 @@ impl Store for RedisStore {
         let f: Vec<Option<String>> = fred::interfaces::HashesInterface::hmget(
             connected(&self.pool)?,
             self.keys.record(id),
-            vec!["spec", "token_salt", "expires_ms"],
+            vec!["spec", "token_salt", "expires_ms", "panel"],
         )
         .await
         .map_err(map_err)?;
@@ -961,6 +1019,7 @@ impl Store for RedisStore {
                     spec_json,
                     token_salt,
                     expires_ms: codec::int(Some(exp.as_str()))?,
+                    panel: panel_of(f.next().flatten())?,
                 }),
                 _ => None,
             },

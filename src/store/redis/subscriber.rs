@@ -43,6 +43,8 @@ use crate::{
 /// How often the Cluster keeper refreshes the slot map (the bound on a missed wake-up after a
 /// slot moves).
 pub(super) const KEEPER_PERIOD: Duration = Duration::from_millis(500);
+/// Channels re-subscribed at once after a slot move.
+const REHOME_CONCURRENCY: usize = 64;
 
 /// The subscriber client and what it is subscribed to.
 pub(super) struct Subscriber {
@@ -200,19 +202,25 @@ impl Subscriber {
             "cluster slots moved; resubscribing on the new owners"
         );
         metrics::counter!("elicitd_pubsub_rehomed_total").increment(moved.len() as u64);
-        for id in moved {
-            if !lock(&self.homes).contains_key(&id) {
-                continue; // its last waiter left meanwhile
-            }
-            if let Err(e) = self.subscribe_one(id).await {
-                tracing::warn!(error = %e, "resubscribe on the new owner failed; retrying next round");
-                // Forget the home so the next round tries again.
-                if let Some(h) = lock(&self.homes).get_mut(&id) {
-                    *h = None;
+        // Many at a time (one round trip each, single-channel calls as everywhere else): a
+        // reshard moves hundreds of channels at once, and one after the other the last would
+        // hear of its decision only seconds later.
+        use futures_util::StreamExt;
+        futures_util::stream::iter(moved)
+            .for_each_concurrent(REHOME_CONCURRENCY, |id| async move {
+                if !lock(&self.homes).contains_key(&id) {
+                    return; // its last waiter left meanwhile
                 }
-            }
-            hub.wake(id);
-        }
+                if let Err(e) = self.subscribe_one(id).await {
+                    tracing::warn!(error = %e, "resubscribe on the new owner failed; retrying next round");
+                    // Forget the home so the next round tries again.
+                    if let Some(h) = lock(&self.homes).get_mut(&id) {
+                        *h = None;
+                    }
+                }
+                hub.wake(id);
+            })
+            .await;
     }
 }
 
