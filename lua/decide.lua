@@ -45,6 +45,14 @@ if st ~= 'pending' then
   if f[6] == ARGV[5] then
     return {'ok', ARGV[2], f[5]}
   end
+  -- A re-sent vote that counted before another reviewer's vote decided: it was recorded.
+  if panel then
+    for _, v in ipairs(panel.votes or {}) do
+      if v.reviewer == who and v.nonce == ARGV[5] then
+        return {'ok', 'pending', '0', tostring(panel.quorum)}
+      end
+    end
+  end
   return {'no', st, f[4] or false, f[5] or false}
 end
 local t = redis.call('TIME')

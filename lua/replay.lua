@@ -2,7 +2,7 @@
 -- (the schedule counts from here; earlier attempts stay in the history). An email delivery
 -- tries the recipients refused before again (those already accepted are not sent to twice).
 -- KEYS[1] the shard's delivery queue   KEYS[2] the delivery   KEYS[3] its record
--- ARGV[1] tenant   ARGV[2] delivery id
+-- ARGV[1] tenant   ARGV[2] delivery id   ARGV[3] the record's id
 -- Returns {"ok", JSON} or {"err", code}: not_found (no such delivery for this tenant),
 -- not_decided (the delivery has not failed: it is pending, in flight or delivered).
 -- Clock: Redis TIME.
@@ -11,6 +11,9 @@ if not json or redis.call('HGET', KEYS[3], 'tenant') ~= ARGV[1] then
   return {'err', 'not_found'}
 end
 local d = cjson.decode(json)
+if d.elicitationId ~= ARGV[3] then
+  return {'err', 'not_found'}
+end
 if d.state ~= 'failed' then
   return {'err', 'not_decided'}
 end

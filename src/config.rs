@@ -158,6 +158,11 @@ pub struct Cli {
     /// requests without `notify.slackWebhookUrl`).
     #[arg(long, env = "ELICITD_NOTIFY_SLACK", hide_env_values = true)]
     pub notify_slack: Option<String>,
+    /// The only email domains a tenant's requests may send to (`notify.email` and reviewers'
+    /// addresses): `tenant=acme.com,acme.org;…`. With links only by notification, this is what
+    /// keeps an agent from naming a mailbox it reads.
+    #[arg(long, env = "ELICITD_NOTIFY_EMAIL_DOMAINS")]
+    pub notify_email_domains: Option<String>,
     /// Tenants whose review links go only by notification, never in an answer to the agent
     /// (as if every request said `linkDelivery: "notify"`): `tenant,tenant2`.
     #[arg(long, env = "ELICITD_LINKS_BY_NOTIFICATION")]
@@ -332,6 +337,8 @@ pub struct NotifyConfig {
     pub names: HashMap<Tenant, String>,
     /// Tenants whose review links go only by notification.
     pub links_by_notification: std::collections::HashSet<Tenant>,
+    /// Per tenant, the only domains (lowercase) its email recipients may be at.
+    pub email_domains: HashMap<Tenant, Vec<String>>,
 }
 
 impl std::fmt::Debug for NotifyConfig {
@@ -344,6 +351,7 @@ impl std::fmt::Debug for NotifyConfig {
             .field("slack_tenants", &self.slack.keys().collect::<Vec<_>>())
             .field("names", &self.names)
             .field("links_by_notification", &self.links_by_notification)
+            .field("email_domains", &self.email_domains)
             .finish()
     }
 }
@@ -433,7 +441,37 @@ impl NotifyConfig {
                 "ELICITD_LINKS_BY_NOTIFICATION needs ELICITD_SMTP_URL (the links go by email)",
             ));
         }
+        let mut email_domains = HashMap::new();
+        for entry in list(cli.notify_email_domains.as_deref(), ';') {
+            let (tenant, domains) = entry.split_once('=').ok_or_else(|| {
+                bad("ELICITD_NOTIFY_EMAIL_DOMAINS entries must be tenant=example.com,…")
+            })?;
+            let tenant = Tenant::new(tenant.trim()).map_err(bad)?;
+            let domains: Vec<String> = list(Some(domains), ',')
+                .map(str::to_ascii_lowercase)
+                .collect();
+            if domains.is_empty()
+                || domains
+                    .iter()
+                    .any(|d| crate::model::rules::email_problem(&format!("x@{d}")).is_some())
+            {
+                return Err(bad(format!(
+                    "ELICITD_NOTIFY_EMAIL_DOMAINS: {tenant}: list domains like example.com"
+                )));
+            }
+            email_domains.insert(tenant, domains);
+        }
+        for (tenant, addrs) in &email {
+            if let Some(d) = email_domains.get(tenant) {
+                if let Some(a) = addrs.iter().find(|a| !crate::model::rules::email_in(a, d)) {
+                    return Err(bad(format!(
+                        "ELICITD_NOTIFY_EMAIL: {tenant}: {a} is outside ELICITD_NOTIFY_EMAIL_DOMAINS"
+                    )));
+                }
+            }
+        }
         Ok(NotifyConfig {
+            email_domains,
             smtp_url,
             smtp_from,
             email,

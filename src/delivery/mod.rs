@@ -53,6 +53,10 @@ const MAX_IN_FLIGHT: usize = 128;
 const LEASE_MARGIN: Duration = Duration::from_secs(2);
 /// Deliveries claimed per shard per look.
 const CLAIM_BATCH: usize = 32;
+/// Why an invitation was dropped (it was still queued — a mail server down, say — when the
+/// request closed: a "decision needed" message then would only mislead).
+const NOT_SENT_CLOSED: &str = "not sent: the request was no longer open";
+
 /// Longest `Retry-After` honoured.
 const MAX_RETRY_AFTER: Duration = Duration::from_secs(24 * 3600);
 
@@ -358,7 +362,11 @@ impl Deliverer {
     /// is gone or unreadable: retried, then failed).
     async fn content(&self, d: &Delivery) -> Result<notice::Content, String> {
         let id = ElicitationId::parse(&d.elicitation_id).ok_or("malformed id")?;
-        match self.store.notice_of(id).await {
+        let read = tokio::time::timeout(self.config.webhooks.timeout, self.store.notice_of(id));
+        match read
+            .await
+            .map_err(|_| "reading the request timed out".to_string())?
+        {
             Ok(Some(n)) => notice::Content::new(&self.config, d, &n),
             Ok(None) => Err("the request is gone".into()),
             Err(e) => Err(format!("reading the request: {e}")),
@@ -374,6 +382,9 @@ impl Deliverer {
             Ok(n) => n,
             Err(e) => return (Ending::Retry(None), None, Some(e)),
         };
+        if n.is_invitation() && n.closed {
+            return (Ending::Delivered, None, Some(NOT_SENT_CLOSED.into()));
+        }
         let sent = self
             .http
             .post(&d.url)
@@ -400,12 +411,19 @@ impl Deliverer {
                 });
                 let error = match error.flatten() {
                     Some(e) => Some(e),
-                    None if status >= 300 => r
-                        .text()
-                        .await
-                        .ok()
-                        .map(|t| t.chars().take(200).collect::<String>())
-                        .filter(|t| !t.is_empty()),
+                    None if status >= 300 => {
+                        // The start of the body only: the target is the agent's choice.
+                        let mut r = r;
+                        let mut head = Vec::new();
+                        while head.len() < 1024 {
+                            match r.chunk().await {
+                                Ok(Some(c)) => head.extend_from_slice(&c),
+                                _ => break,
+                            }
+                        }
+                        let t: String = String::from_utf8_lossy(&head).chars().take(200).collect();
+                        (!t.trim().is_empty()).then_some(t)
+                    }
                     None => None,
                 };
                 (outcome, Some(status), error)
@@ -436,6 +454,9 @@ impl Deliverer {
             Ok(n) => n,
             Err(e) => return (Ending::Retry(None), None, Some(e)),
         };
+        if n.is_invitation() && n.closed {
+            return (Ending::Delivered, None, Some(NOT_SENT_CLOSED.into()));
+        }
         let todo: Vec<String> =
             d.to.iter()
                 .filter(|a| !d.sent.contains(a) && !d.refused.contains(a))
@@ -454,8 +475,12 @@ impl Deliverer {
                 errors.push("the rest next attempt (lease time used up)".to_string());
                 break;
             }
+            // lettre's own timeout covers the connect only: a server that stalls later (greeting,
+            // AUTH, DATA) must not hold the lease, the permit and the in-flight slot for ever.
             let sent = match mailer.compose(&n, &to) {
-                Ok(msg) => mailer.send(msg).await,
+                Ok(msg) => tokio::time::timeout(hooks.timeout, mailer.send(msg))
+                    .await
+                    .unwrap_or_else(|_| email::Sent::Transient("timed out".into())),
                 Err(e) => email::Sent::Refused(format!("composing: {e}")),
             };
             match sent {

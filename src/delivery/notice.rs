@@ -50,6 +50,9 @@ pub struct Content {
     pub summary_more: usize,
     /// The follow-up's sentence (empty for `created`).
     pub outcome: String,
+    /// The request is no longer open (decided, withdrawn or past its deadline): an invitation
+    /// still waiting to be sent is dropped.
+    pub closed: bool,
 }
 
 impl Content {
@@ -93,6 +96,7 @@ impl Content {
             summary,
             summary_more,
             outcome,
+            closed: n.status != "pending" || crate::model::local_now_ms() >= n.expires_ms,
         })
     }
 

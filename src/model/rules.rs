@@ -145,6 +145,12 @@ pub fn email_problem(addr: &str) -> Option<String> {
     }
 }
 
+/// Whether `addr` (a valid address) is at one of `domains` (lowercase).
+pub fn email_in(addr: &str, domains: &[String]) -> bool {
+    addr.rsplit_once('@')
+        .is_some_and(|(_, d)| domains.iter().any(|x| x.eq_ignore_ascii_case(d)))
+}
+
 /// Most named reviewers of one request.
 pub const MAX_REVIEWERS: usize = 20;
 

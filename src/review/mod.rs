@@ -343,6 +343,11 @@ async fn submit(
         Err(e @ Error::Unprocessable { .. }) => {
             again(e.details().to_vec(), None, StatusCode::UNPROCESSABLE_ENTITY).await
         }
+        // This reviewer's other post (a double click) voted first: show the state now.
+        Err(Error::AlreadyDecided) => match s.review(&token, client).await {
+            Ok(now) => render(&s, &token, &now, StatusCode::CONFLICT, Resubmit::default()).await,
+            Err(e) => error_page(e),
+        },
         Err(e) => error_page(e),
     }
 }

@@ -414,6 +414,33 @@ impl Service {
             (None, Some(list)) => list,
             (None, None) => cfg.email.get(tenant).cloned().unwrap_or_default(),
         };
+        // The operator's list of domains the tenant may mail, if any.
+        if let Some(domains) = cfg.email_domains.get(tenant) {
+            let outside = match panel {
+                Some(p) => p
+                    .reviewers
+                    .iter()
+                    .position(|r| {
+                        r.email
+                            .as_deref()
+                            .is_some_and(|e| !rules::email_in(e, domains))
+                    })
+                    .map(|i| format!("reviewers[{i}].email")),
+                None => email
+                    .iter()
+                    .position(|e| !rules::email_in(e, domains))
+                    .map(|i| format!("notify.email[{i}]")),
+            };
+            if let Some(field) = outside {
+                return Err(unprocessable(
+                    field,
+                    &format!(
+                        "is not at a domain this tenant may send to ({})",
+                        domains.join(", ")
+                    ),
+                ));
+            }
+        }
         if panel.is_none() && !email.is_empty() && cfg.smtp_url.is_none() {
             return Err(unprocessable(
                 "notify.email".into(),

@@ -644,6 +644,7 @@ impl Store for MemoryStore {
             token_salt: r.token_salt.clone(),
             expires_ms: r.expires_ms,
             panel: r.panel.clone(),
+            status: r.status.as_str().to_string(),
         }))
     }
 

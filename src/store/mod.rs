@@ -61,6 +61,8 @@ pub struct Notice {
     pub expires_ms: i64,
     /// Named reviewers: each recipient's own link instead of the request's.
     pub panel: Option<Panel>,
+    /// The stored status (`pending` also past the deadline: compare `expires_ms`).
+    pub status: String,
 }
 
 /// The named reviewers of a record, their votes and who decided: JSON in the record (the

@@ -722,3 +722,155 @@ async fn mcp_creating_tools_take_notify() {
     client.cancel().await.ok();
     app.stop().await;
 }
+
+crate::on_stores!(
+    on_memory_closed,
+    Memory,
+    a_queued_invitation_is_dropped_once_the_request_closes
+);
+
+/// Mail that could not go out while the request was open is not sent as "decision needed"
+/// after it closed; the follow-up still is.
+async fn a_queued_invitation_is_dropped_once_the_request_closes(kind: StoreKind) {
+    let Some(mut sink) = SmtpSink::start(None) else {
+        return;
+    };
+    let url = sink.url(None);
+    sink.stop();
+    let f = Fixture::own(kind, 1, |c| {
+        notify(c, Some(&url), "0,1,1,1,1,1,1,1", |_| {})
+    })
+    .await;
+    let a = f.acme();
+    let c = a
+        .create(
+            "approval",
+            json!({"message": "Deploy?", "context": {"v": 2},
+                   "notify": {"email": ["ops@example.com"]}}),
+        )
+        .await;
+    deliveries_until(&a, &c.id, Duration::from_secs(10), |d| {
+        of(d, "email", "created").is_some_and(|x| !x["attempts"].as_array().unwrap().is_empty())
+    })
+    .await;
+    assert_eq!(a.cancel(&c.id).await.status, 200);
+    sink.resume();
+    let d = deliveries_until(&a, &c.id, Duration::from_secs(10), |d| {
+        ["created", "canceled"]
+            .iter()
+            .all(|e| of(d, "email", e).is_some_and(|x| x["state"] == "delivered"))
+    })
+    .await;
+    let created = of(&d, "email", "created").unwrap();
+    let last = created["attempts"]
+        .as_array()
+        .unwrap()
+        .last()
+        .unwrap()
+        .clone();
+    assert!(
+        last["error"]
+            .as_str()
+            .unwrap_or("")
+            .contains("no longer open"),
+        "{created}"
+    );
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let mails = sink.mails();
+    assert_eq!(mails.len(), 1, "only the follow-up");
+    assert!(mails[0].parsed().subject().unwrap().starts_with("Re: "));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn recipients_can_be_held_to_the_tenants_domains() {
+    let smtp = format!("smtp://127.0.0.1:{}", crate::harness::free_port());
+    let mut c = test_config(None, "n");
+    notify(&mut c, Some(&smtp), "0", |cli| {
+        cli.notify_email_domains = Some("acme=acme.example,ops.acme.example".into())
+    });
+    let app = App::start(c).await;
+    let api = app.api(ACME_KEY);
+    let post = |body: Value| {
+        let api = api.clone();
+        async move { api.post("/v1/approvals", &body).await }
+    };
+    let r = post(json!({"message": "m", "context": 1,
+        "notify": {"email": ["a@acme.example", "b@evil.example"]}}))
+    .await;
+    assert_eq!(r.status, 422, "{}", r.body);
+    assert_eq!(r.body["error"]["details"][0]["field"], "notify.email[1]");
+    let r = post(json!({"message": "m", "context": 1, "linkDelivery": "notify",
+        "reviewers": [{"id": "a", "email": "a@OPS.acme.example"}, {"id": "me", "email": "me@agent.example"}]}))
+    .await;
+    assert_eq!(r.status, 422, "{}", r.body);
+    assert_eq!(r.body["error"]["details"][0]["field"], "reviewers[1].email");
+    let r = post(json!({"message": "m", "context": 1, "linkDelivery": "notify",
+        "reviewers": [{"id": "a", "email": "a@OPS.acme.example"}, {"id": "b", "email": "b@acme.example"}]}))
+    .await;
+    assert_eq!(r.status, 201, "{}", r.body);
+    app.stop().await;
+    // A default recipient outside the list is a configuration error.
+    let mut cli = <elicitd::config::Cli as clap::Parser>::parse_from(["elicitd"]);
+    cli.smtp_url = Some(smtp);
+    cli.smtp_from = Some(FROM.into());
+    cli.notify_email = Some("acme=x@evil.example".into());
+    cli.notify_email_domains = Some("acme=acme.example".into());
+    let err = elicitd::config::Config::from_cli(cli)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("outside ELICITD_NOTIFY_EMAIL_DOMAINS"),
+        "{err}"
+    );
+}
+
+/// A delivery id only replays on its own request (Redis: another record of the same shard has
+/// its deliveries under the same key tag).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_delivery_replays_only_on_its_own_request() {
+    use crate::harness::receiver::Reply;
+    let receiver = Receiver::start((0..40).map(|_| Reply::Status(404)).collect()).await;
+    let f = Fixture::own(StoreKind::Redis, 1, |c| notify(c, None, "0", |_| {})).await;
+    let a = f.acme();
+    let mut by_shard: std::collections::HashMap<u128, Vec<String>> = Default::default();
+    let pair = loop {
+        let c = a
+            .create(
+                "approval",
+                json!({"message": "m", "context": 1,
+                       "notify": {"slackWebhookUrl": receiver.url()}}),
+            )
+            .await;
+        let shard = elicitd::model::ElicitationId::parse(&c.id)
+            .unwrap()
+            .as_u128()
+            % 16;
+        let same = by_shard.entry(shard).or_default();
+        same.push(c.id.clone());
+        if same.len() == 2 {
+            break (same[0].clone(), same[1].clone());
+        }
+    };
+    let d = deliveries_until(&a, &pair.1, Duration::from_secs(10), |d| {
+        of(d, "slack", "created").is_some_and(|x| x["state"] == "failed")
+    })
+    .await;
+    let theirs = of(&d, "slack", "created").unwrap()["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let r = a
+        .post_empty(&format!(
+            "/v1/elicitations/{}/deliveries/{theirs}/replay",
+            pair.0
+        ))
+        .await;
+    assert_eq!(r.status, 404, "{}", r.body);
+    let r = a
+        .post_empty(&format!(
+            "/v1/elicitations/{}/deliveries/{theirs}/replay",
+            pair.1
+        ))
+        .await;
+    assert_eq!(r.status, 202, "{}", r.body);
+}

@@ -968,7 +968,7 @@ impl Store for RedisStore {
                     self.keys.delivery(shard, delivery_id),
                     self.keys.record(id),
                 ],
-                vec![tenant.to_string(), delivery_id.to_string()],
+                vec![tenant.to_string(), delivery_id.to_string(), id.to_string()],
             )
             .await?;
         match reply {
@@ -1008,7 +1008,7 @@ impl Store for RedisStore {
         let f: Vec<Option<String>> = fred::interfaces::HashesInterface::hmget(
             connected(&self.pool)?,
             self.keys.record(id),
-            vec!["spec", "token_salt", "expires_ms", "panel"],
+            vec!["spec", "token_salt", "expires_ms", "panel", "status"],
         )
         .await
         .map_err(map_err)?;
@@ -1020,6 +1020,7 @@ impl Store for RedisStore {
                     token_salt,
                     expires_ms: codec::int(Some(exp.as_str()))?,
                     panel: panel_of(f.next().flatten())?,
+                    status: f.next().flatten().unwrap_or_default(),
                 }),
                 _ => None,
             },
