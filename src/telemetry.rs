@@ -253,43 +253,137 @@ fn valid_request_id(v: &HeaderValue) -> Option<String> {
 /// Per request: request id (kept or generated, echoed in the response), one span, metrics.
 pub async fn http_middleware(mut req: Request, next: Next) -> Response {
     let started = Instant::now();
-    let request_id = req
+    let request_id = match req
         .headers()
         .get(&REQUEST_ID)
-        .and_then(valid_request_id)
-        .unwrap_or_else(|| uuid::Uuid::new_v4().simple().to_string());
-    if let Ok(v) = HeaderValue::from_str(&request_id) {
-        req.headers_mut().insert(REQUEST_ID.clone(), v);
-    }
-    let route = req
-        .extensions()
-        .get::<MatchedPath>()
-        .map(|p| p.as_str().to_owned())
-        .unwrap_or_else(|| "unmatched".to_owned());
-    let method = req.method().as_str().to_owned();
-    let span = tracing::info_span!("http", %method, %route, %request_id);
+        .filter(|v| valid_request_id(v).is_some())
+    {
+        Some(v) => v.clone(),
+        None => {
+            let v = new_request_id();
+            req.headers_mut().insert(REQUEST_ID.clone(), v.clone());
+            v
+        }
+    };
+    let route: std::sync::Arc<str> = match req.extensions().get::<MatchedPath>() {
+        Some(p) => route_name(p.as_str()),
+        None => route_name("unmatched"),
+    };
+    let method = method_label(req.method());
+    let span = tracing::info_span!(
+        "http",
+        method,
+        route = &*route,
+        request_id = request_id.to_str().unwrap_or_default()
+    );
     let mut resp = next.run(req).instrument(span.clone()).await;
     let status = resp.status().as_u16();
     let class = match status {
-        100..=199 => "1xx",
-        200..=299 => "2xx",
-        300..=399 => "3xx",
-        400..=499 => "4xx",
-        _ => "5xx",
+        100..=199 => 0,
+        200..=299 => 1,
+        300..=399 => 2,
+        400..=499 => 3,
+        _ => 4,
     };
     let elapsed = started.elapsed();
-    let labels = [
-        ("route", route),
-        ("method", method),
-        ("status", class.to_string()),
-    ];
-    counter!("elicitd_http_requests_total", &labels).increment(1);
-    histogram!("elicitd_http_request_duration_seconds", &labels).record(elapsed.as_secs_f64());
+    let (requests, duration) = http_metrics(&route, method, class);
+    requests.increment(1);
+    duration.record(elapsed.as_secs_f64());
     span.in_scope(|| tracing::debug!(status, latency_ms = elapsed.as_millis() as u64, "request"));
-    if let Ok(v) = HeaderValue::from_str(&request_id) {
-        resp.headers_mut().insert(REQUEST_ID.clone(), v);
-    }
+    resp.headers_mut().insert(REQUEST_ID.clone(), request_id);
     resp
+}
+
+/// A fresh request id: 32 hex digits, a random per-process prefix and a counter (unique, and
+/// no system call or allocation beyond the header per request).
+fn new_request_id() -> HeaderValue {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static PREFIX: OnceLock<u64> = OnceLock::new();
+    static NEXT: AtomicU64 = AtomicU64::new(0);
+    let prefix = *PREFIX.get_or_init(|| uuid::Uuid::new_v4().as_u64_pair().0);
+    let n = NEXT.fetch_add(1, Ordering::Relaxed);
+    let mut buf = [0u8; 32];
+    const HEX: &[u8; 16] = b"0123456789abcdef";
+    for (i, b) in prefix
+        .to_be_bytes()
+        .iter()
+        .chain(n.to_be_bytes().iter())
+        .enumerate()
+    {
+        buf[2 * i] = HEX[(b >> 4) as usize];
+        buf[2 * i + 1] = HEX[(b & 15) as usize];
+    }
+    HeaderValue::from_bytes(&buf).expect("hex digits are a valid header value")
+}
+
+/// The metric label of a method: the standard ones by name, anything else `other` (a client
+/// may send any token as a method; labels must stay few).
+fn method_label(m: &axum::http::Method) -> &'static str {
+    use axum::http::Method;
+    match *m {
+        Method::GET => "GET",
+        Method::POST => "POST",
+        Method::PUT => "PUT",
+        Method::DELETE => "DELETE",
+        Method::HEAD => "HEAD",
+        Method::OPTIONS => "OPTIONS",
+        Method::PATCH => "PATCH",
+        Method::CONNECT => "CONNECT",
+        Method::TRACE => "TRACE",
+        _ => "other",
+    }
+}
+
+/// Routes are a fixed set (matched paths): one shared name each.
+fn route_name(route: &str) -> std::sync::Arc<str> {
+    thread_local! {
+        static ROUTES: std::cell::RefCell<std::collections::HashMap<String, std::sync::Arc<str>>> =
+            Default::default();
+    }
+    ROUTES.with(|r| {
+        let mut r = r.borrow_mut();
+        if let Some(a) = r.get(route) {
+            return a.clone();
+        }
+        let a: std::sync::Arc<str> = route.into();
+        r.insert(route.to_string(), a.clone());
+        a
+    })
+}
+
+/// The request counter and duration histogram of (route, method, status class), looked up in
+/// the registry once per thread and then reused (a registry lookup with labels per request
+/// cost more than the rest of a `/healthz`).
+fn http_metrics(
+    route: &std::sync::Arc<str>,
+    method: &'static str,
+    class: usize,
+) -> (metrics::Counter, metrics::Histogram) {
+    type Key = (std::sync::Arc<str>, &'static str, usize);
+    thread_local! {
+        static HANDLES: std::cell::RefCell<
+            std::collections::HashMap<Key, (metrics::Counter, metrics::Histogram)>,
+        > = Default::default();
+    }
+    const CLASSES: [&str; 5] = ["1xx", "2xx", "3xx", "4xx", "5xx"];
+    HANDLES.with(|h| {
+        let mut h = h.borrow_mut();
+        let key = (route.clone(), method, class);
+        if let Some(v) = h.get(&key) {
+            return v.clone();
+        }
+        let labels = [
+            ("route", route.to_string()),
+            ("method", method.to_string()),
+            ("status", CLASSES[class].to_string()),
+        ];
+        let v = (
+            counter!("elicitd_http_requests_total", &labels),
+            histogram!("elicitd_http_request_duration_seconds", &labels),
+        );
+        h.insert(key, v.clone());
+        v
+    })
 }
 
 #[cfg(test)]

@@ -36,9 +36,13 @@ pub const MAX_WAIT_SECS: u64 = 60;
 /// Pause between re-reads while the store is unavailable during a parked `await`.
 const STORE_RETRY: Duration = Duration::from_millis(200);
 
-/// Shared state of one replica (cheap to clone).
+/// Shared state of one replica: one `Arc`, so the clone every request makes (axum hands each
+/// handler its own copy of the state) is one reference count, not one per part.
 #[derive(Clone)]
-pub struct Service {
+pub struct Service(Arc<Parts>);
+
+/// What a [`Service`] holds.
+pub struct Parts {
     config: Arc<Config>,
     store: Arc<dyn Store>,
     hub: Arc<Hub>,
@@ -86,6 +90,13 @@ fn refusal_error(status: Status) -> Error {
     }
 }
 
+impl std::ops::Deref for Service {
+    type Target = Parts;
+    fn deref(&self) -> &Parts {
+        &self.0
+    }
+}
+
 impl Service {
     /// The service over `store`; `nudge` reaches this replica's webhook delivery worker.
     pub fn new(
@@ -98,13 +109,13 @@ impl Service {
             config.create_rate_per_sec,
             config.review_failures_per_min,
         ));
-        Service {
+        Service(Arc::new(Parts {
             config,
             store,
             hub,
             limits,
             nudge,
-        }
+        }))
     }
 
     /// The configuration this replica runs with.
