@@ -585,6 +585,29 @@ impl Api {
     pub async fn audit(&self, id: &str) -> Resp {
         self.get(&format!("/v1/elicitations/{id}/audit")).await
     }
+    /// The deliveries (webhooks, notifications) of `id`, oldest first.
+    pub async fn deliveries(&self, id: &str) -> Vec<Value> {
+        let r = self.get(&format!("/v1/elicitations/{id}/deliveries")).await;
+        assert_eq!(r.status, 200, "{}", r.body);
+        r.body["deliveries"].as_array().unwrap().clone()
+    }
+    /// Poll the deliveries of `id` until `done` holds (panics after `timeout`).
+    pub async fn deliveries_until(
+        &self,
+        id: &str,
+        timeout: Duration,
+        done: impl Fn(&[Value]) -> bool,
+    ) -> Vec<Value> {
+        let deadline = Instant::now() + timeout;
+        loop {
+            let d = self.deliveries(id).await;
+            if done(&d) {
+                return d;
+            }
+            assert!(Instant::now() < deadline, "deliveries of {id}: {d:#?}");
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
     /// Reviewer decision over the JSON route (no API key involved).
     pub async fn decide(&self, token: &str, body: Value) -> Resp {
         self.send(

@@ -972,14 +972,6 @@ impl Answers {
     }
 }
 
-/// The review link in a text body.
-fn link_in(text: &str) -> String {
-    text.split_whitespace()
-        .find(|w| w.contains("/review/"))
-        .unwrap_or_else(|| panic!("no link in {text}"))
-        .to_string()
-}
-
 /// The review link each of `to` got by email, waiting for them: one invitation per address,
 /// addressed to that address alone (follow-ups carry no link and are skipped).
 async fn invites(sink: &SmtpSink, to: &[&str]) -> HashMap<String, String> {
@@ -998,7 +990,7 @@ async fn invites(sink: &SmtpSink, to: &[&str]) -> HashMap<String, String> {
                 "a personal link goes to one person: {:?}",
                 m.rcpt_tos
             );
-            let prev = links.insert(m.rcpt_tos[0].clone(), link_in(&text));
+            let prev = links.insert(m.rcpt_tos[0].clone(), crate::harness::smtp::link_in(&text));
             assert!(prev.is_none(), "two invitations for {}", m.rcpt_tos[0]);
         }
         if to.iter().all(|t| links.contains_key(*t)) {

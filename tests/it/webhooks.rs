@@ -12,7 +12,7 @@ use serde_json::{json, Value};
 
 use crate::harness::{
     receiver::{Receiver, Reply},
-    spawn_binary, test_config, Api, App, Fixture, RedisServer, StoreKind, ACME_KEY, BETA_KEY,
+    spawn_binary, test_config, App, Fixture, RedisServer, StoreKind, ACME_KEY, BETA_KEY,
 };
 
 /// A Standard Webhooks secret (32 bytes, base64).
@@ -32,30 +32,6 @@ pub(crate) fn hooks(c: &mut elicitd::config::Config, schedule: &[u64]) {
     cli.webhook_lease_secs = 3;
     cli.api_keys = Some(format!("acme:{ACME_KEY}"));
     c.webhooks = elicitd::config::Config::from_cli(cli).unwrap().webhooks;
-}
-
-async fn deliveries(api: &Api, id: &str) -> Vec<Value> {
-    let r = api.get(&format!("/v1/elicitations/{id}/deliveries")).await;
-    assert_eq!(r.status, 200, "{}", r.body);
-    r.body["deliveries"].as_array().unwrap().clone()
-}
-
-/// Poll the deliveries of `id` until `done` holds.
-async fn deliveries_until(
-    api: &Api,
-    id: &str,
-    timeout: Duration,
-    done: impl Fn(&[Value]) -> bool,
-) -> Vec<Value> {
-    let deadline = Instant::now() + timeout;
-    loop {
-        let d = deliveries(api, id).await;
-        if done(&d) {
-            return d;
-        }
-        assert!(Instant::now() < deadline, "deliveries of {id}: {d:?}");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
 }
 
 crate::every_store!(every_transition_sends_one_signed_event);
@@ -139,10 +115,11 @@ async fn every_transition_sends_one_signed_event(kind: StoreKind) {
     // Signatures verify with the official library (not our code).
     receiver_verifies(&got);
     // Visible per request, and audited.
-    let d = deliveries_until(&a, &submitted.id, Duration::from_secs(5), |d| {
-        d.len() == 2 && d.iter().all(|x| x["state"] == "delivered")
-    })
-    .await;
+    let d = a
+        .deliveries_until(&submitted.id, Duration::from_secs(5), |d| {
+            d.len() == 2 && d.iter().all(|x| x["state"] == "delivered")
+        })
+        .await;
     assert_eq!(d[0]["attempts"][0]["status"], 200);
     let audit = a.audit(&submitted.id).await;
     assert!(audit.body["events"]
@@ -193,10 +170,11 @@ async fn a_killed_replicas_delivery_is_taken_over() {
     let got = receiver.wait_for(2, Duration::from_secs(40)).await;
     assert_eq!(got[1].id(), first[0].id(), "the same webhook-id");
     assert_eq!(got[1].json()["type"], "elicitation.submitted");
-    let d = deliveries_until(&api_b, &c.id, Duration::from_secs(5), |d| {
-        d.first().is_some_and(|x| x["state"] == "delivered")
-    })
-    .await;
+    let d = api_b
+        .deliveries_until(&c.id, Duration::from_secs(5), |d| {
+            d.first().is_some_and(|x| x["state"] == "delivered")
+        })
+        .await;
     assert_eq!(d.len(), 1);
     receiver_verifies(&got);
     let _ = b.kill();
@@ -223,7 +201,7 @@ async fn a_receiver_that_is_down_gets_it_on_a_later_attempt() {
     let decided = Instant::now();
     api.decide(&c.token, json!({"decision": "declined"})).await;
     // Two attempts fail (t≈0 s and ≈1 s); the receiver is up before the third (≈3 s).
-    deliveries_until(&api, &c.id, Duration::from_secs(5), |d| {
+    api.deliveries_until(&c.id, Duration::from_secs(5), |d| {
         d.first()
             .is_some_and(|x| x["attempts"].as_array().unwrap().len() == 2)
     })
@@ -235,10 +213,11 @@ async fn a_receiver_that_is_down_gets_it_on_a_later_attempt() {
         waited >= Duration::from_millis(2900) && waited < Duration::from_secs(6),
         "third attempt after {waited:?}"
     );
-    let d = deliveries_until(&api, &c.id, Duration::from_secs(5), |d| {
-        d[0]["state"] == "delivered"
-    })
-    .await;
+    let d = api
+        .deliveries_until(&c.id, Duration::from_secs(5), |d| {
+            d[0]["state"] == "delivered"
+        })
+        .await;
     let attempts = d[0]["attempts"].as_array().unwrap();
     assert_eq!(attempts.len(), 3);
     assert!(attempts[0]["error"].as_str().unwrap().contains("connect"));
@@ -267,10 +246,9 @@ async fn gone_stops_retry_after_is_honoured_and_failed_deliveries_replay() {
     let got = receiver.wait_for(2, Duration::from_secs(10)).await;
     let gap = got[1].at - got[0].at;
     assert!(gap >= Duration::from_millis(1900), "retried after {gap:?}");
-    let d = deliveries_until(&api, &c.id, Duration::from_secs(5), |d| {
-        d[0]["state"] == "failed"
-    })
-    .await;
+    let d = api
+        .deliveries_until(&c.id, Duration::from_secs(5), |d| d[0]["state"] == "failed")
+        .await;
     assert_eq!(d[0]["attempts"].as_array().unwrap().len(), 2);
     tokio::time::sleep(Duration::from_millis(1500)).await;
     assert_eq!(receiver.got().len(), 2, "410 stops the retries");
@@ -292,7 +270,7 @@ async fn gone_stops_retry_after_is_honoured_and_failed_deliveries_replay() {
     assert_eq!(r.status, 202, "{}", r.body);
     let got = receiver.wait_for(3, Duration::from_secs(5)).await;
     assert_eq!(got[2].id(), did);
-    deliveries_until(&api, &c.id, Duration::from_secs(5), |d| {
+    api.deliveries_until(&c.id, Duration::from_secs(5), |d| {
         d[0]["state"] == "delivered"
     })
     .await;
@@ -395,11 +373,12 @@ async fn non_public_targets_and_tenants_without_a_secret_are_refused() {
         )
         .await;
     api.cancel(&c.id).await;
-    let d = deliveries_until(&api, &c.id, Duration::from_secs(5), |d| {
-        d.first()
-            .is_some_and(|x| !x["attempts"].as_array().unwrap().is_empty())
-    })
-    .await;
+    let d = api
+        .deliveries_until(&c.id, Duration::from_secs(5), |d| {
+            d.first()
+                .is_some_and(|x| !x["attempts"].as_array().unwrap().is_empty())
+        })
+        .await;
     let error = d[0]["attempts"][0]["error"].as_str().unwrap();
     assert!(error.contains("non-public"), "{error}");
     assert!(receiver.got().is_empty());
@@ -447,10 +426,11 @@ async fn a_replay_gets_the_whole_schedule_again(kind: StoreKind) {
         )
         .await;
     api.cancel(&c.id).await;
-    let d = deliveries_until(&api, &c.id, Duration::from_secs(10), |d| {
-        d[0]["state"] == "failed"
-    })
-    .await;
+    let d = api
+        .deliveries_until(&c.id, Duration::from_secs(10), |d| {
+            d[0]["state"] == "failed"
+        })
+        .await;
     assert_eq!(d[0]["attempts"].as_array().unwrap().len(), 2);
     let did = d[0]["id"].as_str().unwrap().to_string();
     let r = api
@@ -461,10 +441,11 @@ async fn a_replay_gets_the_whole_schedule_again(kind: StoreKind) {
         .await;
     assert_eq!(r.status, 202, "{}", r.body);
     // 500 once more, then 200 on the schedule's second attempt.
-    let d = deliveries_until(&api, &c.id, Duration::from_secs(10), |d| {
-        d[0]["state"] == "delivered"
-    })
-    .await;
+    let d = api
+        .deliveries_until(&c.id, Duration::from_secs(10), |d| {
+            d[0]["state"] == "delivered"
+        })
+        .await;
     assert_eq!(d[0]["attempts"].as_array().unwrap().len(), 4, "{d:?}");
     assert_eq!(receiver.got().len(), 4);
     assert!(receiver.got().iter().all(|m| m.id() == did));

@@ -30,6 +30,14 @@ impl Mail {
     }
 }
 
+/// The review link in a text body.
+pub fn link_in(text: &str) -> String {
+    text.split_whitespace()
+        .find(|w| w.contains("/review/"))
+        .unwrap_or_else(|| panic!("no link in {text}"))
+        .to_string()
+}
+
 /// A running (or stopped) sink.
 pub struct SmtpSink {
     pub port: u16,
