@@ -8,6 +8,8 @@
 -- ARGV[11] the elicitation id   ARGV[12] email recipients (JSON array, "" for none)
 -- ARGV[13] Slack incoming-webhook URL ("" for none)   ARGV[14..16] the `created` delivery ids
 -- ARGV[17] named reviewers and quorum (panel JSON, "" for none)   ARGV[18] its tally "0/M"
+-- KEYS[9..] review-index keys to point at the id (single Redis only: on a Cluster they are in
+--   other slots and the caller writes them itself, before this call)   ARGV[19] their TTL in ms
 -- Returns {"ok", created_ms, expires_ms}. If the record exists with the same token hash, this is
 -- a client retry of a create that already ran: the same answer, nothing written. Another record
 -- under the id is {"err", "conflict"} (an id collision).
@@ -45,6 +47,9 @@ if ARGV[17] ~= '' then
 end
 redis.call('RPUSH', KEYS[2],
   '{"type":"created","at":' .. nows .. ',"actor":' .. cjson.encode(ARGV[8]) .. '}')
+for i = 9, #KEYS do
+  redis.call('SET', KEYS[i], ARGV[11], 'PX', ARGV[19])
+end
 local gone = string.format('%.0f', exp + tonumber(ARGV[2]))
 redis.call('PEXPIREAT', KEYS[1], gone)
 redis.call('PEXPIREAT', KEYS[2], gone)

@@ -88,6 +88,11 @@ pub struct Cli {
     /// Most simultaneous client connections per replica; more wait in the accept backlog.
     #[arg(long, env = "ELICITD_MAX_CONNECTIONS", default_value_t = 10_000)]
     pub max_connections: usize,
+    /// HTTP worker threads, each with its own single-threaded runtime, listening socket
+    /// (`SO_REUSEPORT`) and Redis connection; 0 = one per available CPU (the cgroup's quota
+    /// counts).
+    #[arg(long, env = "ELICITD_HTTP_THREADS", default_value_t = 0)]
+    pub http_threads: usize,
     /// Seconds a client may take to send its request headers (slow-loris protection).
     #[arg(long, env = "ELICITD_HEADER_TIMEOUT_SECS", default_value_t = 10)]
     pub header_timeout_secs: u64,
@@ -223,6 +228,8 @@ pub struct Config {
     pub create_rate_per_sec: u32,
     pub review_failures_per_min: u32,
     pub max_connections: usize,
+    /// HTTP worker threads (resolved: at least 1).
+    pub http_threads: usize,
     pub header_timeout: Duration,
     pub body_timeout: Duration,
     pub trust_forwarded_for: bool,
@@ -559,6 +566,9 @@ impl Config {
                 "ELICITD_MAX_BODY_BYTES must be at least 81920 (a 64 KiB context must fit)",
             ));
         }
+        if cli.http_threads > 1024 {
+            return Err(bad("ELICITD_HTTP_THREADS must be at most 1024"));
+        }
         if cli.max_connections == 0 {
             return Err(bad("ELICITD_MAX_CONNECTIONS must be at least 1"));
         }
@@ -612,6 +622,10 @@ impl Config {
             create_rate_per_sec: cli.create_rate_per_sec,
             review_failures_per_min: cli.review_failures_per_min,
             max_connections: cli.max_connections,
+            http_threads: match cli.http_threads {
+                0 => std::thread::available_parallelism().map_or(1, |n| n.get()),
+                n => n,
+            },
             header_timeout: Duration::from_secs(cli.header_timeout_secs),
             body_timeout: Duration::from_secs(cli.body_timeout_secs),
             trust_forwarded_for: cli.trust_forwarded_for,
@@ -789,9 +803,18 @@ mod tests {
             &["--redis-replica-timeout-ms", "0"],
             &["--public-url", "ftp://x"],
             &["--key-prefix", "has space"],
+            &["--http-threads", "1025"],
         ] {
             assert!(Config::from_cli(cli(args)).is_err(), "{args:?} accepted");
         }
+        // Worker threads: 0 means one per available CPU, never none.
+        let auto = Config::from_cli(cli(&["--http-threads", "0"])).unwrap();
+        assert_eq!(
+            auto.http_threads,
+            std::thread::available_parallelism().unwrap().get()
+        );
+        let three = Config::from_cli(cli(&["--http-threads", "3"])).unwrap();
+        assert_eq!(three.http_threads, 3);
     }
 
     #[test]

@@ -62,18 +62,24 @@ async fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    let listener = match tokio::net::TcpListener::bind(listen).await {
+    // Stdio mode serves HTTP on the shared runtime (one local user); otherwise one worker
+    // thread per core, each with its own listening socket.
+    let threads = match stdio_tenant {
+        Some(_) => 1,
+        None => service.config().http_threads,
+    };
+    let listeners = match server::bind_per_core(listen, threads) {
         Ok(l) => l,
         Err(e) => {
             eprintln!("elicitd: cannot bind {listen}: {e}");
             return ExitCode::FAILURE;
         }
     };
-    let addr = listener
+    let addr = listeners[0]
         .local_addr()
         .map(|a| a.to_string())
         .unwrap_or_default();
-    tracing::info!(%addr, store = store_kind, "elicitd listening");
+    tracing::info!(%addr, store = store_kind, threads, "elicitd listening");
     if let Some(addr) = metrics_listen {
         match tokio::net::TcpListener::bind(addr).await {
             Ok(l) => {
@@ -87,8 +93,16 @@ async fn main() -> ExitCode {
         }
     }
     let result = match stdio_tenant {
-        None => server::serve(listener, service, server::shutdown_signal()).await,
-        Some(tenant) => serve_stdio(listener, service, tenant).await,
+        None => server::serve_per_core(listeners, service, server::shutdown_signal()).await,
+        Some(tenant) => match listeners
+            .into_iter()
+            .next()
+            .map(tokio::net::TcpListener::from_std)
+        {
+            Some(Ok(listener)) => serve_stdio(listener, service, tenant).await,
+            Some(Err(e)) => Err(e),
+            None => Err(std::io::Error::other("no listener")),
+        },
     };
     match result {
         Ok(()) => {

@@ -7,7 +7,13 @@
 
 mod conn;
 
-use std::{convert::Infallible, future::Future, net::IpAddr, sync::Arc, time::Duration};
+use std::{
+    convert::Infallible,
+    future::Future,
+    net::{IpAddr, SocketAddr, TcpListener as StdListener},
+    sync::Arc,
+    time::Duration,
+};
 
 use axum::{
     extract::Request,
@@ -145,6 +151,107 @@ pub async fn serve(
     service: Service,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
+    let slots = Arc::new(Semaphore::new(service.config().max_connections));
+    serve_with(listener, service, slots, shutdown).await
+}
+
+/// Bind `addr` once per HTTP worker thread (`config.http_threads`), every socket with
+/// `SO_REUSEPORT` so the kernel spreads new connections over them. Port 0 picks one free port
+/// for all of them.
+pub fn bind_per_core(addr: SocketAddr, threads: usize) -> std::io::Result<Vec<StdListener>> {
+    let first = reuseport_listener(addr)?;
+    let addr = first.local_addr()?;
+    let mut all = vec![first];
+    for _ in 1..threads.max(1) {
+        all.push(reuseport_listener(addr)?);
+    }
+    Ok(all)
+}
+
+fn reuseport_listener(addr: SocketAddr) -> std::io::Result<StdListener> {
+    use socket2::{Domain, Protocol, Socket, Type};
+    let s = Socket::new(Domain::for_address(addr), Type::STREAM, Some(Protocol::TCP))?;
+    s.set_reuse_address(true)?;
+    s.set_reuse_port(true)?;
+    s.set_nonblocking(true)?;
+    s.bind(&addr.into())?;
+    s.listen(1024)?;
+    Ok(s.into())
+}
+
+/// Serve on `listeners` ([`bind_per_core`]), one thread per listener, until `shutdown`
+/// resolves (or a worker thread fails), then drain as [`serve`] does.
+///
+/// Thread per core: each worker thread runs its own single-threaded runtime with its own
+/// accept loop and its own Redis connection ([`Service::attach_thread`]), so a request is
+/// accepted, served and answered — its Redis round trip included — on one thread, without the
+/// cross-thread wake-ups of a work-stealing runtime (docs/benchmarks.md, issue 21). Work that is
+/// not a request (deliveries, sweeps, the subscriber) stays on the caller's runtime. The
+/// connection cap is shared by all threads.
+pub async fn serve_per_core(
+    listeners: Vec<StdListener>,
+    service: Service,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> std::io::Result<()> {
+    let stop = tokio_util::sync::CancellationToken::new();
+    let slots = Arc::new(Semaphore::new(service.config().max_connections));
+    let (ended_tx, mut ended) = tokio::sync::mpsc::unbounded_channel::<std::io::Result<()>>();
+    let mut threads = Vec::new();
+    for (i, listener) in listeners.into_iter().enumerate() {
+        let (service, stop, slots, ended_tx) = (
+            service.clone(),
+            stop.clone(),
+            slots.clone(),
+            ended_tx.clone(),
+        );
+        let thread = std::thread::Builder::new()
+            .name(format!("elicitd-http-{i}"))
+            .spawn(move || {
+                let run = || -> std::io::Result<()> {
+                    let rt = tokio::runtime::Builder::new_current_thread()
+                        .enable_all()
+                        .build()?;
+                    rt.block_on(async move {
+                        if let Err(e) = service.attach_thread().await {
+                            // Only a bad URL fails here, and that failed at start already.
+                            tracing::warn!(error = %e, "worker thread uses the shared Redis pool");
+                        }
+                        let listener = TcpListener::from_std(listener)?;
+                        serve_with(listener, service, slots, stop.cancelled_owned()).await
+                    })
+                };
+                let _ = ended_tx.send(run());
+            })?;
+        threads.push(thread);
+    }
+    drop(ended_tx);
+    let first_end = tokio::select! {
+        _ = shutdown => None,
+        r = ended.recv() => r,
+    };
+    stop.cancel();
+    let mut result = match first_end {
+        Some(Err(e)) => Err(e),
+        _ => Ok(()),
+    };
+    while let Some(r) = ended.recv().await {
+        if let (Ok(()), Err(e)) = (&result, r) {
+            result = Err(e);
+        }
+    }
+    for t in threads {
+        let _ = t.join();
+    }
+    result
+}
+
+/// [`serve`] with a connection cap shared with other accept loops.
+async fn serve_with(
+    listener: TcpListener,
+    service: Service,
+    slots: Arc<Semaphore>,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> std::io::Result<()> {
     let config = service.config().clone();
     let app = app(service.clone());
     let mut builder = ConnBuilder::new(TokioExecutor::new());
@@ -154,7 +261,6 @@ pub async fn serve(
         .header_read_timeout(config.header_timeout);
     builder.http2().timer(TokioTimer::new());
     let graceful = GracefulShutdown::new();
-    let slots = Arc::new(Semaphore::new(config.max_connections));
     let trust_xff = config.trust_forwarded_for;
     tokio::pin!(shutdown);
     loop {

@@ -123,6 +123,12 @@ impl Service {
         &self.config
     }
 
+    /// Give the calling thread its own store connection (an HTTP worker thread, see
+    /// `server::serve_per_core`).
+    pub async fn attach_thread(&self) -> Result<()> {
+        self.store.attach_thread().await
+    }
+
     /// Ready to serve: the store answers (and, on Redis, the subscriber is connected).
     pub async fn ready(&self) -> Result<()> {
         self.store.ready().await

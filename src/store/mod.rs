@@ -440,6 +440,12 @@ pub trait Store: Send + Sync + 'static {
     async fn record_view(&self, id: ElicitationId, token_hash: &str, actor: &str) -> Result<()>;
     /// Ready to serve (Redis: a script call answers and the subscriber is connected).
     async fn ready(&self) -> Result<()>;
+    /// Give the calling thread its own connection, for a thread-per-core HTTP worker (Redis:
+    /// its commands then never hand off to another thread). Stores without connections have
+    /// nothing to do.
+    async fn attach_thread(&self) -> Result<()> {
+        Ok(())
+    }
 
     // --- webhook deliveries (the outbox written by the transitions) ---
 

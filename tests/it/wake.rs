@@ -322,3 +322,75 @@ async fn sigterm_answers_parked_awaits_and_exits_cleanly() {
     };
     assert!(status.success(), "exit status {status:?}");
 }
+
+/// The binary serves on `ELICITD_HTTP_THREADS` worker threads (thread per core), each with its
+/// own listening socket and its own Redis connection: Redis sees one more client per thread,
+/// new connections are spread over the threads by the kernel, and whichever thread a
+/// connection lands on, its reads are fresh and its parked awaits wake on a decision made
+/// through another replica.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn worker_threads_each_hold_a_redis_connection_and_all_serve_and_wake() {
+    let redis = RedisServer::start();
+    let clients = || -> u64 {
+        redis
+            .info("connected_clients")
+            .and_then(|v| v.trim().parse().ok())
+            .expect("connected_clients")
+    };
+    let (mut one, _) = spawn_binary(&redis, &[("ELICITD_HTTP_THREADS", "1")], false).await;
+    let with_one = clients();
+    let _ = one.kill();
+    let _ = one.wait();
+    eventually(
+        "the one-thread replica's connections to close",
+        Duration::from_secs(10),
+        || clients() < with_one,
+    )
+    .await;
+    let without = clients();
+    let (mut a, api_a) = spawn_binary(&redis, &[("ELICITD_HTTP_THREADS", "3")], false).await;
+    // (Ready as soon as one thread serves; the others may still be connecting.)
+    eventually(
+        "3 worker threads to hold 2 more Redis connections than 1",
+        Duration::from_secs(10),
+        || clients() - without == with_one - without + 2,
+    )
+    .await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(
+        clients() - without,
+        with_one - without + 2,
+        "no more than that"
+    );
+    let (mut b, api_b) = spawn_binary(&redis, &[("ELICITD_HTTP_THREADS", "1")], false).await;
+
+    // 30 agents, each on a connection of its own to A (so the kernel spreads them over A's
+    // three listeners), park an await; every one is decided through B.
+    let mut waits = Vec::new();
+    let mut tokens = Vec::new();
+    for _ in 0..30 {
+        let own = crate::harness::Api::new(&api_a.base, ACME_KEY);
+        let c = own.approval().await;
+        assert_eq!(own.status_of(&c.id).await, "pending");
+        tokens.push(c.token.clone());
+        waits.push(tokio::spawn(async move { own.wait(&c.id, 30).await }));
+    }
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    for t in &tokens {
+        let r = api_b.decide(t, json!({"decision": "submitted"})).await;
+        assert_eq!(r.status, 200, "{}", r.body);
+    }
+    for w in waits {
+        let r = w.await.unwrap();
+        assert_eq!(
+            (r.status, r.str("status")),
+            (200, "submitted"),
+            "{}",
+            r.body
+        );
+    }
+    for c in [&mut a, &mut b] {
+        let _ = c.kill();
+        let _ = c.wait();
+    }
+}

@@ -60,19 +60,35 @@ pub(super) struct ReadBatcher {
     tx: mpsc::Sender<Job>,
 }
 
+/// Where a batcher's calls go: round-robin over the shared pool, or one client (a worker
+/// thread's own connection, see [`super::local`]).
+pub(super) enum Clients {
+    Pool(Pool),
+    One(Client),
+}
+
+impl Clients {
+    fn pick(&self) -> &Client {
+        match self {
+            Clients::Pool(p) => p.next_connected(),
+            Clients::One(c) => c,
+        }
+    }
+}
+
 struct Ctx {
-    pool: Pool,
+    clients: Clients,
     script: Script,
     clustered: bool,
 }
 
 impl ReadBatcher {
-    /// Start the batching task on the current runtime; calls go out round-robin over `pool`.
-    pub(super) fn spawn(pool: Pool) -> Self {
+    /// Start the batching task on the current runtime, sending its calls to `clients`.
+    pub(super) fn spawn(clients: Clients) -> Self {
         let (tx, rx) = mpsc::channel(QUEUE);
         let ctx = Arc::new(Ctx {
-            clustered: pool.next().is_clustered(),
-            pool,
+            clustered: clients.pick().is_clustered(),
+            clients,
             script: Script::from_lua(include_str!("../../../lua/read.lua")),
         });
         tokio::spawn(run(ctx, rx, Arc::new(Semaphore::new(IN_FLIGHT))));
@@ -111,7 +127,7 @@ async fn run(ctx: Arc<Ctx>, mut rx: mpsc::Receiver<Job>, in_flight: Arc<Semaphor
         let batch = std::mem::replace(&mut jobs, Vec::with_capacity(MAX_BATCH));
         let ctx = ctx.clone();
         tokio::spawn(async move {
-            let client = ctx.pool.next_connected().clone();
+            let client = ctx.clients.pick().clone();
             if ctx.clustered {
                 let mut groups: Vec<Vec<Job>> = Vec::new();
                 for job in batch {

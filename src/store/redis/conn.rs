@@ -86,8 +86,8 @@ pub(super) fn unavailable(msg: &'static str) -> Error {
     Error::Unavailable(msg.into())
 }
 
-/// Build (not yet connect) the command pool and the subscriber for `s`.
-pub(super) fn build(s: &RedisSettings) -> Result<(Pool, SubscriberClient), RedisError> {
+/// The client settings every connection of ours shares.
+fn builder(s: &RedisSettings) -> Result<Builder, RedisError> {
     let mut b = Builder::from_config(RedisConfig::from_url(&s.url)?);
     b.with_config(|c| c.fail_fast = false)
         .with_connection_config(|c| {
@@ -104,7 +104,18 @@ pub(super) fn build(s: &RedisSettings) -> Result<(Pool, SubscriberClient), Redis
             p.broadcast_channel_capacity = 8192;
         })
         .set_policy(ReconnectPolicy::new_exponential(0, 50, 1000, 2));
+    Ok(b)
+}
+
+/// Build (not yet connect) the command pool and the subscriber for `s`.
+pub(super) fn build(s: &RedisSettings) -> Result<(Pool, SubscriberClient), RedisError> {
+    let b = builder(s)?;
     Ok((b.build_pool(s.pool_size)?, b.build_subscriber_client()?))
+}
+
+/// Build (not yet connect) one command client for `s` (a worker thread's own).
+pub(super) fn build_client(s: &RedisSettings) -> Result<Client, RedisError> {
+    builder(s)?.build()
 }
 
 /// A connected command client of `pool`, or `unavailable` at once (never queue behind a

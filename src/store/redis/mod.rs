@@ -18,9 +18,16 @@ mod batch;
 mod codec;
 mod conn;
 pub mod keys;
+mod local;
 mod subscriber;
 
-use std::{sync::Arc, time::Duration};
+use std::{
+    sync::{
+        atomic::{AtomicU64, Ordering},
+        Arc,
+    },
+    time::Duration,
+};
 
 use async_trait::async_trait;
 use fred::{
@@ -32,7 +39,7 @@ use fred::{
 use tokio::time::Instant;
 
 use self::{
-    batch::ReadBatcher,
+    batch::{Clients, ReadBatcher},
     codec::{Fields, Reply, Row},
     conn::{connected, map_err, unavailable},
     keys::Keys,
@@ -120,6 +127,10 @@ pub struct RedisStore {
     scripts: Scripts,
     retention_ms: i64,
     reads: ReadBatcher,
+    /// Distinguishes this store's per-thread connections ([`local`]) from another's.
+    id: u64,
+    /// For building per-thread connections.
+    settings: RedisSettings,
 }
 
 impl RedisStore {
@@ -153,8 +164,11 @@ impl RedisStore {
         let subscriber = Subscriber::new(sub, keys.clone());
         subscriber.spawn_tasks(&hub);
         hub.set_backend(subscriber.clone());
+        static IDS: AtomicU64 = AtomicU64::new(1);
         Ok(Arc::new(RedisStore {
-            reads: ReadBatcher::spawn(pool.clone()),
+            id: IDS.fetch_add(1, Ordering::Relaxed),
+            settings: s.clone(),
+            reads: ReadBatcher::spawn(Clients::Pool(pool.clone())),
             durable: writers.map(|pool| Durable {
                 pool,
                 acks: s.replica_acks,
@@ -168,9 +182,40 @@ impl RedisStore {
         }))
     }
 
+    /// Give the calling thread its own connection (see [`local`]): commands made on this
+    /// thread from now on use it instead of the shared pool. For the HTTP worker threads,
+    /// each a single-threaded runtime; waits up to a few seconds for the connection (a Redis
+    /// that is down is not fatal, as at start).
+    async fn connect_thread(&self) -> std::result::Result<(), RedisError> {
+        let client = conn::build_client(&self.settings)?;
+        client.connect();
+        let _ = tokio::time::timeout(Duration::from_secs(5), client.wait_for_connect()).await;
+        local::set(
+            self.id,
+            local::Local {
+                reads: ReadBatcher::spawn(Clients::One(client.clone())),
+                client,
+            },
+        );
+        Ok(())
+    }
+
+    /// A connected client for a command: this thread's own when it has one, else one of the
+    /// shared pool; `unavailable` at once when it is not connected.
+    fn client(&self) -> Result<Client> {
+        match local::get(self.id) {
+            Some(l) if l.client.is_connected() => Ok(l.client.clone()),
+            Some(_) => Err(unavailable("redis is not connected")),
+            None => connected(&self.pool).cloned(),
+        }
+    }
+
     /// The client for a state change: a writer when replicas must confirm it.
-    fn writer(&self) -> Result<&Client> {
-        connected(self.durable.as_ref().map_or(&self.pool, |d| &d.pool))
+    fn writer(&self) -> Result<Client> {
+        match &self.durable {
+            Some(d) => connected(&d.pool).cloned(),
+            None => self.client(),
+        }
     }
 
     /// Run a transition script; when replicas must confirm, `WAIT` for them on the same
@@ -182,7 +227,7 @@ impl RedisStore {
         keys: Vec<String>,
         args: Vec<String>,
     ) -> Result<Reply> {
-        let client = self.writer()?;
+        let client = &self.writer()?;
         let before = client.connection_ids();
         let slot_key = keys.first().cloned().unwrap_or_default();
         let reply = eval_on(op, client, script, keys, args).await?;
@@ -216,9 +261,15 @@ impl RedisStore {
     ) -> Result<(i64, Row)> {
         let started = Instant::now();
         // Fail at once (503) while Redis is down rather than queue behind a reconnect.
-        let out = match connected(&self.pool) {
-            Ok(_) => self.reads.read(self.keys.record(id), fields.0).await,
-            Err(e) => Err(e),
+        let out = match local::get(self.id) {
+            Some(l) if l.client.is_connected() => {
+                l.reads.read(self.keys.record(id), fields.0).await
+            }
+            Some(_) => Err(unavailable("redis is not connected")),
+            None => match connected(&self.pool) {
+                Ok(_) => self.reads.read(self.keys.record(id), fields.0).await,
+                Err(e) => Err(e),
+            },
         };
         record_store_op(op, started, &out);
         let (now, values) = out?;
@@ -249,7 +300,7 @@ impl RedisStore {
         let out: Vec<String> = self
             .scripts
             .due
-            .evalsha_with_reload(connected(&self.pool)?, vec![key], vec![max.to_string()])
+            .evalsha_with_reload(&self.client()?, vec![key], vec![max.to_string()])
             .await
             .map_err(map_err)?;
         Ok(out.into_iter().skip(1).collect())
@@ -258,7 +309,11 @@ impl RedisStore {
     /// The index and the record, written on `client` (the caller confirms them).
     async fn create_record(&self, client: &Client, rec: &NewRecord) -> Result<(i64, i64)> {
         let ttl_ms = rec.expires_in_ms + self.retention_ms + 60_000;
-        for hash in index_hashes(rec) {
+        // One round trip where the topology allows: on a single Redis the review index is
+        // written by create.lua itself; on a Cluster its keys live in other slots than the
+        // record's, so it is written first, on its own.
+        let inline_index = !client.is_clustered();
+        for hash in index_hashes(rec).filter(|_| !inline_index) {
             let _: () = client
                 .set(
                     self.keys.review_index(hash),
@@ -288,6 +343,9 @@ impl RedisStore {
                         .iter()
                         .map(|d| self.keys.delivery(shard, d)),
                 );
+                if inline_index {
+                    k.extend(index_hashes(rec).map(|h| self.keys.review_index(h)));
+                }
                 k
             },
             [
@@ -327,6 +385,7 @@ impl RedisStore {
                     .as_ref()
                     .map(|p| format!("0/{}", p.quorum))
                     .unwrap_or_default(),
+                ttl_ms.to_string(),
             ])
             .collect(),
         )
@@ -348,10 +407,7 @@ impl RedisStore {
         idem_key: &str,
         fingerprint: &str,
     ) -> Result<Option<Created>> {
-        let v: Option<String> = connected(&self.pool)?
-            .get(idem_key)
-            .await
-            .map_err(map_err)?;
+        let v: Option<String> = self.client()?.get(idem_key).await.map_err(map_err)?;
         let Some(v) = v else { return Ok(None) };
         let (id, fp) = v
             .split_once('|')
@@ -370,7 +426,7 @@ impl RedisStore {
             // The first create may have been answered 503 before its replicas confirmed it.
             // A write of ours to the same record, confirmed, proves everything before it on
             // that primary (replication is ordered) — so a replay never reports unconfirmed data.
-            let client = self.writer()?;
+            let client = &self.writer()?;
             let before = client.connection_ids();
             let record = self.keys.record(id);
             let _: i64 = fred::interfaces::HashesInterface::hincrby(client, &record, "replays", 1)
@@ -392,7 +448,7 @@ impl RedisStore {
     }
 
     async fn delete_record(&self, rec: &NewRecord) {
-        if let Ok(c) = self.writer() {
+        if let Ok(c) = &self.writer() {
             // With its `created` notifications (all keys in the record's shard).
             let shard = keys::shard_of(rec.id);
             let dids = event_ids(rec.id, "created");
@@ -550,7 +606,7 @@ impl Store for RedisStore {
         // Order: review index, record, then the idempotency claim. A crash in between leaves at
         // worst an orphan that expires by TTL; a claimed key always points at a full record.
         // All on one connection, so one WAIT per node confirms them all.
-        let client = self.writer()?;
+        let client = &self.writer()?;
         let before = client.connection_ids();
         let (created_ms, expires_ms) = self.create_record(client, &rec).await?;
         if let Some((key, fp)) = &idem_key {
@@ -625,7 +681,8 @@ impl Store for RedisStore {
     }
 
     async fn review(&self, token_hash: &str) -> Result<ReviewRecord> {
-        let id: Option<String> = connected(&self.pool)?
+        let id: Option<String> = self
+            .client()?
             .get(self.keys.review_index(token_hash))
             .await
             .map_err(map_err)?;
@@ -760,7 +817,7 @@ impl Store for RedisStore {
     }
 
     async fn audit(&self, tenant: &Tenant, id: ElicitationId) -> Result<(Vec<AuditEvent>, u64)> {
-        let client = connected(&self.pool)?;
+        let client = &self.client()?;
         let p = client.pipeline();
         let _: () = fred::interfaces::HashesInterface::hmget(
             &p,
@@ -805,6 +862,10 @@ impl Store for RedisStore {
         Ok(())
     }
 
+    async fn attach_thread(&self) -> Result<()> {
+        self.connect_thread().await.map_err(map_err)
+    }
+
     async fn ready(&self) -> Result<()> {
         if !self.subscriber.is_connected() {
             return Err(unavailable("redis subscriber is not connected"));
@@ -812,11 +873,7 @@ impl Store for RedisStore {
         let v: String = self
             .scripts
             .ready
-            .evalsha_with_reload(
-                connected(&self.pool)?,
-                Vec::<String>::new(),
-                Vec::<String>::new(),
-            )
+            .evalsha_with_reload(&self.client()?, Vec::<String>::new(), Vec::<String>::new())
             .await
             .map_err(map_err)?;
         if v == "ok" {
@@ -854,7 +911,7 @@ impl Store for RedisStore {
         let n: i64 = self
             .scripts
             .expire
-            .evalsha_with_reload(self.writer()?, keys, args)
+            .evalsha_with_reload(&self.writer()?, keys, args)
             .await
             .map_err(map_err)?;
         Ok(n as usize)
@@ -877,7 +934,7 @@ impl Store for RedisStore {
         let claimed: Vec<String> = self
             .scripts
             .claim
-            .evalsha_with_reload(self.writer()?, keys, args)
+            .evalsha_with_reload(&self.writer()?, keys, args)
             .await
             .map_err(map_err)?;
         claimed
@@ -907,7 +964,7 @@ impl Store for RedisStore {
             .scripts
             .finish
             .evalsha_with_reload(
-                self.writer()?,
+                &self.writer()?,
                 vec![
                     self.keys.due(shard),
                     self.keys.delivery(shard, &delivery.id),
@@ -927,7 +984,7 @@ impl Store for RedisStore {
     }
 
     async fn deliveries(&self, tenant: &Tenant, id: ElicitationId) -> Result<Vec<Delivery>> {
-        let client = connected(&self.pool)?;
+        let client = &self.client()?;
         let owner: Option<String> =
             fred::interfaces::HashesInterface::hget(client, self.keys.record(id), "tenant")
                 .await
@@ -984,7 +1041,7 @@ impl Store for RedisStore {
 
     async fn queue_stats(&self) -> Result<(u64, Option<i64>)> {
         use fred::interfaces::SortedSetsInterface;
-        let client = connected(&self.pool)?;
+        let client = &self.client()?;
         let (mut depth, mut oldest) = (0u64, None::<i64>);
         for shard in 0..keys::SHARDS {
             let key = self.keys.due(shard);
@@ -1006,7 +1063,7 @@ impl Store for RedisStore {
 
     async fn notice_of(&self, id: ElicitationId) -> Result<Option<Notice>> {
         let f: Vec<Option<String>> = fred::interfaces::HashesInterface::hmget(
-            connected(&self.pool)?,
+            &self.client()?,
             self.keys.record(id),
             vec!["spec", "token_salt", "expires_ms", "panel", "status"],
         )
@@ -1029,7 +1086,7 @@ impl Store for RedisStore {
 
     async fn outcome_of(&self, id: ElicitationId) -> Result<Option<(String, String)>> {
         let f: Vec<Option<String>> = fred::interfaces::HashesInterface::hmget(
-            connected(&self.pool)?,
+            &self.client()?,
             self.keys.record(id),
             vec!["spec", "outcome"],
         )
