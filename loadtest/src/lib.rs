@@ -23,6 +23,7 @@
 //! `awaits.rs`, `mixed.rs`, `webhooks.rs`.
 
 mod awaits;
+pub mod cpu;
 pub mod http;
 mod mixed;
 mod progress;
@@ -51,6 +52,8 @@ pub struct Options {
     pub progress: bool,
     /// Per-request timeout (long-polls get their window plus this).
     pub timeout: Duration,
+    /// CPU metering of the measured phase (healthz, status, create).
+    pub cpu: cpu::CpuProbe,
 }
 
 impl Options {
@@ -64,6 +67,7 @@ impl Options {
             client: ClientKind::Hyper,
             progress: false,
             timeout: Duration::from_secs(30),
+            cpu: cpu::CpuProbe::default(),
         }
     }
 }
@@ -126,6 +130,16 @@ pub async fn run(opts: &Options, scenario: &Scenario) -> Result<Report, Error> {
         return Err(Error("--concurrency must be at least 1".into()));
     }
     let target = http::Target::new(&opts.url, &opts.api_key, opts.client).map_err(Error)?;
+    let mut report = run_on(opts, scenario, target).await?;
+    report.cpu_us_per_request = opts.cpu.per_request(report.requests);
+    Ok(report)
+}
+
+async fn run_on(
+    opts: &Options,
+    scenario: &Scenario,
+    target: http::Target,
+) -> Result<Report, Error> {
     match scenario {
         Scenario::Healthz => scenarios::healthz(opts, &target).await,
         Scenario::Status { seed } => scenarios::status(opts, &target, *seed).await,

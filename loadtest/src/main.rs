@@ -46,6 +46,11 @@ struct Common {
     /// No progress line on stderr.
     #[arg(long)]
     quiet: bool,
+    /// Also report the CPU time this process spends per request, as `label=pid` (e.g.
+    /// `--cpu replica=1234 --cpu redis=5678`; Linux, same machine). The generator's own is
+    /// always reported.
+    #[arg(long = "cpu", value_parser = elicitd_loadtest::cpu::parse_pid)]
+    cpu: Vec<(String, u32)>,
 }
 
 #[derive(Subcommand)]
@@ -155,6 +160,7 @@ fn main() -> ExitCode {
         client: common.client,
         progress: !common.quiet,
         timeout: common.timeout,
+        cpu: elicitd_loadtest::cpu::CpuProbe::new(common.cpu.clone()),
     };
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()

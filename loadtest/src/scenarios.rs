@@ -156,6 +156,7 @@ where
     F: Fn(usize, Instant) -> Fut,
     Fut: Future<Output = Ops> + Send + 'static,
 {
+    let cpu = opts.cpu.start();
     let started = Instant::now();
     let deadline = started + opts.duration;
     let tasks: Vec<_> = (0..opts.concurrency)
@@ -168,7 +169,9 @@ where
             Err(e) => ops.op("worker").err(format!("worker failed: {e}")),
         }
     }
-    (ops, started.elapsed())
+    let elapsed = started.elapsed();
+    cpu.finish();
+    (ops, elapsed)
 }
 
 /// Builds request `i` of worker `w`: method, path, body, expected status.

@@ -188,6 +188,10 @@ pub struct Report {
     pub ops: BTreeMap<String, OpStats>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub wake: Option<WakeStats>,
+    /// CPU µs per request of the measured phase: `generator` (this tool) and every process
+    /// named with `--cpu label=pid` (healthz, status and create only).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cpu_us_per_request: Option<BTreeMap<String, f64>>,
     /// Scenario-specific figures (`webhooks`: phase rates, deliveries received).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub extra: Option<serde_json::Value>,
@@ -253,6 +257,7 @@ impl Report {
                 .map(|(k, r)| (k.to_string(), r.stats()))
                 .collect(),
             wake: None,
+            cpu_us_per_request: None,
             extra: None,
             buckets,
         }
@@ -294,6 +299,10 @@ impl Report {
                 "wake from decision returned: p50 {:.3} ms  p99 {:.3} ms  max {:.3} ms ({} awaits answered before their decision did)",
                 w.from_returned.p50_ms, w.from_returned.p99_ms, w.from_returned.max_ms, w.woke_before_decide_returned
             );
+        }
+        if let Some(c) = &self.cpu_us_per_request {
+            let parts: Vec<String> = c.iter().map(|(l, us)| format!("{l} {us:.1}")).collect();
+            let _ = writeln!(o, "CPU µs per request: {}", parts.join("  "));
         }
         if let Some(x) = &self.extra {
             let _ = writeln!(o, "{x}");

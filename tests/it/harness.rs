@@ -184,6 +184,15 @@ impl RedisServer {
         }
     }
 
+    /// The running server's process id.
+    pub fn pid(&self) -> Option<u32> {
+        self.child
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .as_ref()
+            .map(|c| c.id())
+    }
+
     /// Freeze (`SIGSTOP`) or thaw (`SIGCONT`) the process: a server that stops answering
     /// without closing its sockets.
     pub fn freeze(&self, frozen: bool) {

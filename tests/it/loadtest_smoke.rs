@@ -45,6 +45,32 @@ async fn every_scenario_runs_clean_against_two_replicas() {
         assert!(status.ops["status"].requests > 0, "{:?}", status.ops);
     }
 
+    // CPU per request of the measured phase: the generator's own, and the processes named
+    // (this test process serves the replicas; Redis is its own process).
+    let mut o = opts(&a, ClientKind::Hyper);
+    let redis_pid = f.redis.as_ref().and_then(|r| r.pid()).expect("redis pid");
+    o.cpu = elicitd_loadtest::cpu::CpuProbe::new(vec![
+        ("replica".into(), std::process::id()),
+        ("redis".into(), redis_pid),
+    ]);
+    let status = run(&o, &Scenario::Status { seed: 5 })
+        .await
+        .expect("status");
+    assert_clean(&status);
+    let cpu = status.cpu_us_per_request.clone().expect("cpu figures");
+    assert_eq!(
+        cpu.keys().collect::<Vec<_>>(),
+        ["generator", "redis", "replica"]
+    );
+    // Every status read costs Redis and the replica something; a second of reads cannot be free.
+    assert!(cpu["redis"] > 0.0 && cpu["replica"] > 0.0, "{cpu:?}");
+    assert!(elicitd_loadtest::cpu::parse_pid("redis=x").is_err());
+    assert!(elicitd_loadtest::cpu::parse_pid("generator=1").is_err());
+    assert_eq!(
+        elicitd_loadtest::cpu::parse_pid("redis=42"),
+        Ok(("redis".to_string(), 42))
+    );
+
     let o = opts(&a, ClientKind::Hyper);
     let create = run(&o, &Scenario::Create).await.expect("create");
     assert_clean(&create);
