@@ -22,31 +22,12 @@ SUMMARY="$OUT/summary.txt"; : > "$SUMMARY"
 say() { echo "$*" | tee -a "$SUMMARY"; }
 say "machine: $(nproc) cores; $TOPOLOGY; $WAITERS waiters; $(uptime)"
 
-redis() { # port [extra args...]
-  local port=$1; shift
-  mkdir -p "$OUT/redis-$port"
-  redis-server --port "$port" --bind 127.0.0.1 --save '' --appendonly no --maxclients 50000 \
-    --dir "$OUT/redis-$port" --daemonize no "$@" > "$OUT/redis-$port.log" 2>&1 &
-  PIDS+=($!)
-  for _ in $(seq 100); do redis-cli -p "$port" ping >/dev/null 2>&1 && return; sleep 0.05; done
-  echo "redis on $port did not start" >&2; exit 1
-}
+source loadtest/bench-lib.sh
 case "$TOPOLOGY" in
   standalone)
     P=$(free_port); redis "$P"; URL="redis://127.0.0.1:$P" ;;
   cluster)
-    # Ports below the ephemeral range, bus ports +10000.
-    CPORTS=(21510 21511 21512 21513 21514 21515)
-    for p in "${CPORTS[@]}"; do
-      redis "$p" --cluster-enabled yes --cluster-config-file nodes.conf --cluster-node-timeout 2000
-    done
-    redis-cli --cluster create $(for p in "${CPORTS[@]}"; do printf '127.0.0.1:%s ' "$p"; done) \
-      --cluster-replicas 1 --cluster-yes > "$OUT/cluster-create.log" 2>&1
-    for p in "${CPORTS[@]}"; do
-      until redis-cli -p "$p" cluster info | grep -q 'cluster_state:ok'; do sleep 0.1; done
-    done
-    NODES=$(printf '&node=127.0.0.1:%s' "${CPORTS[@]:1}")
-    URL="redis-cluster://127.0.0.1:${CPORTS[0]}?${NODES#&}" ;;
+    cluster 21510 21511 21512 21513 21514 21515; URL=$CLUSTER_URL ;;
   *) echo "TOPOLOGY is standalone or cluster" >&2; exit 2 ;;
 esac
 AP=$(free_port); BP=$(free_port)
@@ -73,10 +54,11 @@ for _ in $(seq 600); do
   [ "${PARKED:-0}" -ge "$WAITERS" ] && break
   sleep 0.1
 done
-sleep 2
+sleep 0.5
 FULL=$(rss $APID)
 PARKED=$(curl -s $A/metrics | awk '/^elicitd_awaits_parked /{print $2}')
 wait $LPID; RC=$?
+[ "${PARKED:-0}" -ge "$WAITERS" ] || { echo "bench-awaits: only ${PARKED:-0} parked when RSS was read (raise HOLD)" >&2; exit 1; }
 python3 - "$OUT/await.json" "$IDLE" "$FULL" "$PARKED" "$RC" <<'PY' | tee -a "$SUMMARY"
 import json, sys
 f, idle, full, parked, rc = sys.argv[1], *map(int, sys.argv[2:])

@@ -11,6 +11,7 @@
 set -uo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 command -v wrk >/dev/null || { echo "bench-baseline: needs wrk (apt-get install wrk)" >&2; exit 2; }
+[ -x /usr/bin/time ] || { echo "bench-baseline: needs GNU time for wrk's CPU (apt-get install time)" >&2; exit 2; }
 if [ -z "${BIN:-}" ]; then
   cargo build --release --locked -p elicitd -p elicitd-loadtest >&2 || exit 1
 fi

@@ -24,15 +24,7 @@ SUMMARY="$OUT/summary.txt"; : > "$SUMMARY"
 say() { echo "$*" | tee -a "$SUMMARY"; }
 say "machine: $(nproc) cores; $(uptime)"
 
-redis() { # port [extra args...]
-  local port=$1; shift
-  mkdir -p "$OUT/redis-$port"
-  redis-server --port "$port" --bind 127.0.0.1 --save '' --appendonly no --maxclients 50000 \
-    --dir "$OUT/redis-$port" --daemonize no "$@" > "$OUT/redis-$port.log" 2>&1 &
-  PIDS+=($!)
-  for _ in $(seq 100); do redis-cli -p "$port" ping >/dev/null 2>&1 && return; sleep 0.05; done
-  echo "redis on $port did not start" >&2; exit 1
-}
+source loadtest/bench-lib.sh
 
 # Standalone, and a primary with one replica.
 redis 21400
@@ -41,21 +33,7 @@ redis 21402 --replicaof 127.0.0.1 21401
 until redis-cli -p 21402 info replication | grep -q 'master_link_status:up'; do sleep 0.1; done
 # A cluster: ports 21410-21415, bus ports +10000 (all below the ephemeral port range, so an
 # outgoing connection cannot be holding one).
-CPORTS=(21410 21411 21412 21413 21414 21415)
-for p in "${CPORTS[@]}"; do
-  redis "$p" --cluster-enabled yes --cluster-config-file nodes.conf --cluster-node-timeout 2000
-done
-redis-cli --cluster create $(for p in "${CPORTS[@]}"; do printf '127.0.0.1:%s ' "$p"; done) \
-  --cluster-replicas 1 --cluster-yes > "$OUT/cluster-create.log" 2>&1
-for p in "${CPORTS[@]}"; do
-  until redis-cli -p "$p" cluster info | grep -q 'cluster_state:ok'; do sleep 0.1; done
-done
-for p in "${CPORTS[@]}"; do
-  while redis-cli -p "$p" info replication | grep -q 'role:slave' \
-    && ! redis-cli -p "$p" info replication | grep -q 'master_link_status:up'; do sleep 0.1; done
-done
-NODES=$(printf '&node=127.0.0.1:%s' "${CPORTS[@]:1}")
-CLUSTER_URL="redis-cluster://127.0.0.1:21410?${NODES#&}"
+cluster 21410 21411 21412 21413 21414 21415
 
 LT="$BIN/elicitd-loadtest"
 replica() { # port url acks
