@@ -155,6 +155,10 @@ fn describe() {
         "Reconnects of the Redis pub/sub connection."
     );
     describe_counter!(
+        "elicitd_redis_client_restarts_total",
+        "Redis clients restarted after their command routing stopped on an error."
+    );
+    describe_counter!(
         "elicitd_pubsub_rehomed_total",
         "Shard subscriptions moved to a new owner after a Cluster slot moved."
     );

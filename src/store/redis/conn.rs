@@ -15,9 +15,9 @@ use crate::error::Error;
 
 /// Redis error codes (and fred's own retry-exhaustion messages) that mean "not now": a node
 /// loading, busy, out of memory under `noeviction`, failing over, a slot moving, a demoted
-/// primary, a connection replaced mid-command. A retry can succeed (or the operator must add
-/// capacity), so they are `unavailable` (503), never `internal`.
-const TRANSIENT: [&str; 14] = [
+/// primary, a connection replaced mid-command or a reply channel dropped. A retry can succeed
+/// (or the operator must add capacity), so they are `unavailable` (503), never `internal`.
+const TRANSIENT: [&str; 15] = [
     "LOADING",
     "OOM",
     "BUSY",
@@ -32,6 +32,9 @@ const TRANSIENT: [&str; 14] = [
     "Max attempts exceeded",
     "Missing expected connection",
     "Failed to route command",
+    // A command whose reply channel was dropped by fred (its connection or routing task
+    // ended under it): like a timeout, it may or may not have run.
+    "channel closed",
 ];
 
 /// A Redis failure as our error: connection trouble, timeouts, cluster moves and the
@@ -93,7 +96,9 @@ fn builder(s: &RedisSettings) -> Result<Builder, RedisError> {
         .with_connection_config(|c| {
             c.connection_timeout = Duration::from_secs(2);
             c.internal_command_timeout = Duration::from_secs(2);
-            c.max_command_attempts = 2;
+            // An `ASK` redirect spends one attempt on `ASKING` and one on the command again, so
+            // 2 failed every command that met a migrating slot; 4 lets MOVED + ASK through.
+            c.max_command_attempts = 4;
             c.unresponsive = UnresponsiveConfig {
                 max_timeout: Some(Duration::from_secs(5)),
                 interval: Duration::from_secs(1),
@@ -105,6 +110,35 @@ fn builder(s: &RedisSettings) -> Result<Builder, RedisError> {
         })
         .set_policy(ReconnectPolicy::new_exponential(0, 50, 1000, 2));
     Ok(b)
+}
+
+/// Connect `client` and keep it connected for the life of the process.
+///
+/// fred 10.1 ends a client's routing task for good when a Cluster redirect runs out of command
+/// attempts (`MOVED`, then `ASK` with none left: "Max attempts reached." out of
+/// `send_asking_with_policy`): every connection is closed, yet the client still reports itself
+/// connected, and each later command waits out its timeout. Whenever the task ends with such an
+/// error, start it again; the commands queued meanwhile are served by the new one. A deliberate
+/// `quit` ends the task without an error, and ends this watch.
+pub(super) fn connect_supervised<C>(client: &C)
+where
+    C: ClientLike + Clone + Send + Sync + 'static,
+{
+    let client = client.clone();
+    let mut task = client.connect();
+    tokio::spawn(async move {
+        loop {
+            match task.await {
+                Ok(Err(e)) if !e.is_canceled() => {
+                    tracing::warn!(error = %e, "redis client stopped routing commands; restarting it");
+                    metrics::counter!("elicitd_redis_client_restarts_total").increment(1);
+                    tokio::time::sleep(Duration::from_millis(20)).await;
+                    task = client.connect();
+                }
+                _ => return,
+            }
+        }
+    });
 }
 
 /// Build (not yet connect) the command pool and the subscriber for `s`.

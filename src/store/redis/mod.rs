@@ -146,11 +146,14 @@ impl RedisStore {
             0 => None,
             _ => Some(conn::build(&s)?.0),
         };
-        pool.connect_pool();
-        sub.connect();
-        if let Some(w) = &writers {
-            w.connect_pool();
+        for c in pool
+            .clients()
+            .iter()
+            .chain(writers.iter().flat_map(|w| w.clients()))
+        {
+            conn::connect_supervised(c);
         }
+        conn::connect_supervised(&sub);
         let _ = tokio::time::timeout(Duration::from_secs(5), async {
             let _ = pool.wait_for_connect().await;
             let _ = sub.wait_for_connect().await;
@@ -188,7 +191,7 @@ impl RedisStore {
     /// that is down is not fatal, as at start).
     async fn connect_thread(&self) -> std::result::Result<(), RedisError> {
         let client = conn::build_client(&self.settings)?;
-        client.connect();
+        conn::connect_supervised(&client);
         let _ = tokio::time::timeout(Duration::from_secs(5), client.wait_for_connect()).await;
         local::set(
             self.id,

@@ -12,6 +12,12 @@
 //!   change), re-subscribes each channel whose slot has a new owner, and wakes its waiters. A
 //!   decision published in between is therefore seen within about one period, not one await
 //!   window.
+//! - a re-subscribe that landed on the old owner: a slot's new owner is announced to the
+//!   primaries one after the other (`redis-cli --cluster reshard` sends `CLUSTER SETSLOT … NODE`
+//!   to each in turn), so the slot map may already name the new owner while it still answers
+//!   `MOVED` back to the old one, where the `SSUBSCRIBE` ends up and is dropped a moment later.
+//!   So every moved channel is re-subscribed once more a period after its move ("settling"),
+//!   when every primary agrees, and its waiters are woken again.
 //!
 //! fred quirks avoided here: one channel per `SSUBSCRIBE` (fred matches only the first
 //! confirmation of a multi-channel call, so later replies on that connection go astray), and no
@@ -20,7 +26,7 @@
 use std::{
     collections::HashMap,
     sync::{Arc, Mutex},
-    time::Duration,
+    time::{Duration, Instant},
 };
 
 use fred::{
@@ -53,6 +59,9 @@ pub(super) struct Subscriber {
     /// Every subscribed id → the primary it was subscribed on (`None` outside a Cluster, or
     /// while unknown).
     homes: Mutex<HashMap<ElicitationId, Option<Server>>>,
+    /// Ids re-subscribed after a slot move, and when: each is re-subscribed once more after
+    /// [`KEEPER_PERIOD`] (see the module docs).
+    settling: Mutex<Vec<(ElicitationId, Instant)>>,
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -65,6 +74,7 @@ impl Subscriber {
             client,
             keys,
             homes: Mutex::new(HashMap::new()),
+            settling: Mutex::new(Vec::new()),
         })
     }
 
@@ -83,12 +93,36 @@ impl Subscriber {
             .and_then(|s| s.get_server(slot).cloned())
     }
 
-    /// `SSUBSCRIBE` one id's channel and remember where.
+    /// `SSUBSCRIBE` one id's channel and remember where. The owner is read before the call: if
+    /// the slot map changes meanwhile, the next keeper round sees a move and re-subscribes.
     async fn subscribe_one(&self, id: ElicitationId) -> Result<()> {
         let ch = self.keys.record(id);
+        let home = self.owner(&ch);
         self.client.ssubscribe(ch.as_str()).await.map_err(map_err)?;
-        lock(&self.homes).insert(id, self.owner(&ch));
+        lock(&self.homes).insert(id, home);
         Ok(())
+    }
+
+    /// The keeper's re-subscribe: like [`Self::subscribe_one`], but an id whose last waiter left
+    /// meanwhile is not tracked again. `Ok(false)` when it is no longer tracked.
+    async fn resubscribe(&self, id: ElicitationId) -> Result<bool> {
+        if !lock(&self.homes).contains_key(&id) {
+            return Ok(false);
+        }
+        let ch = self.keys.record(id);
+        let home = self.owner(&ch);
+        if let Err(e) = self.client.ssubscribe(ch.as_str()).await {
+            // Forget the home so the next round tries again.
+            if let Some(h) = lock(&self.homes).get_mut(&id) {
+                *h = None;
+            }
+            return Err(map_err(e));
+        }
+        match lock(&self.homes).get_mut(&id) {
+            Some(h) => *h = home,
+            None => return Ok(false),
+        }
+        Ok(true)
     }
 
     /// Start the feeder and, on a Cluster, the keeper. Both hold the hub weakly and end with it.
@@ -160,6 +194,7 @@ impl Subscriber {
                 tokio::select! {
                     _ = tick.tick() => {
                         if this.homes_is_empty() {
+                            lock(&this.settling).clear();
                             continue;
                         }
                         // CLUSTER SLOTS on fred's side channel; a change also lands in `changes`.
@@ -174,6 +209,7 @@ impl Subscriber {
                     }
                 }
                 let Some(hub) = weak.upgrade() else { return };
+                this.settle(&hub).await;
                 this.rehome(&hub).await;
             }
         });
@@ -208,15 +244,48 @@ impl Subscriber {
         use futures_util::StreamExt;
         futures_util::stream::iter(moved)
             .for_each_concurrent(REHOME_CONCURRENCY, |id| async move {
-                if !lock(&self.homes).contains_key(&id) {
-                    return; // its last waiter left meanwhile
+                match self.resubscribe(id).await {
+                    Ok(true) => lock(&self.settling).push((id, Instant::now())),
+                    Ok(false) => return, // its last waiter left meanwhile
+                    Err(e) => tracing::warn!(
+                        error = %e,
+                        "resubscribe on the new owner failed; retrying next round"
+                    ),
                 }
-                if let Err(e) = self.subscribe_one(id).await {
-                    tracing::warn!(error = %e, "resubscribe on the new owner failed; retrying next round");
-                    // Forget the home so the next round tries again.
-                    if let Some(h) = lock(&self.homes).get_mut(&id) {
-                        *h = None;
-                    }
+                hub.wake(id);
+            })
+            .await;
+    }
+
+    /// Re-subscribe, once more, the channels moved at least one period ago, and wake their
+    /// waiters (see the module docs): by now every primary agrees on the slot's owner.
+    async fn settle(&self, hub: &Hub) {
+        let due: Vec<ElicitationId> = {
+            let mut settling = lock(&self.settling);
+            let now = Instant::now();
+            let mut due = Vec::new();
+            settling.retain(|&(id, at)| {
+                let ripe = now.duration_since(at) >= KEEPER_PERIOD;
+                if ripe {
+                    due.push(id);
+                }
+                !ripe
+            });
+            due
+        };
+        if due.is_empty() {
+            return;
+        }
+        use futures_util::StreamExt;
+        futures_util::stream::iter(due)
+            .for_each_concurrent(REHOME_CONCURRENCY, |id| async move {
+                match self.resubscribe(id).await {
+                    Ok(false) => return,
+                    Ok(true) => {}
+                    Err(e) => tracing::warn!(
+                        error = %e,
+                        "resubscribe after a slot move failed; retrying next round"
+                    ),
                 }
                 hub.wake(id);
             })
