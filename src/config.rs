@@ -106,6 +106,10 @@ pub struct Cli {
     /// Number of multiplexed Redis command connections (1–64).
     #[arg(long, env = "ELICITD_REDIS_POOL_SIZE", default_value_t = 4)]
     pub redis_pool_size: usize,
+    /// Status reads each read batcher keeps in its client-side cache (Redis `CLIENT TRACKING`;
+    /// single Redis and Sentinel), 0–1000000; 0 = off.
+    #[arg(long, env = "ELICITD_STATUS_CACHE_ENTRIES", default_value_t = 8192)]
+    pub status_cache_entries: usize,
     /// Replicas that must confirm every state change (create, decide, cancel, result) before it
     /// is answered (Redis `WAIT`); 0 = answer once the primary has it. Past the timeout the
     /// answer is 503 `unavailable`.
@@ -218,6 +222,7 @@ pub struct Config {
     pub max_parked_awaits: usize,
     pub max_body_bytes: usize,
     pub redis_pool_size: usize,
+    pub status_cache_entries: usize,
     pub redis_replica_acks: u32,
     pub redis_replica_timeout: Duration,
     pub webhooks: WebhookConfig,
@@ -582,6 +587,9 @@ impl Config {
         if !(1..=64).contains(&cli.redis_pool_size) {
             return Err(bad("ELICITD_REDIS_POOL_SIZE must be 1–64"));
         }
+        if cli.status_cache_entries > 1_000_000 {
+            return Err(bad("ELICITD_STATUS_CACHE_ENTRIES must be 0–1000000"));
+        }
         if let Some(url) = &cli.redis_url {
             check_redis_url(url)?;
         }
@@ -613,6 +621,7 @@ impl Config {
             max_parked_awaits: cli.max_parked_awaits,
             max_body_bytes: cli.max_body_bytes,
             redis_pool_size: cli.redis_pool_size,
+            status_cache_entries: cli.status_cache_entries,
             redis_replica_acks: cli.redis_replica_acks,
             redis_replica_timeout: Duration::from_millis(cli.redis_replica_timeout_ms),
             webhooks,

@@ -16,7 +16,9 @@ use rmcp::ServiceExt;
 
 /// mimalloc instead of glibc malloc: the request path allocates many small short-lived objects
 /// across worker threads, where glibc's arena locks and chunk consolidation showed up as ~12 % of
-/// a status-poll profile (docs/benchmarks.md).
+/// a status-poll profile (docs/benchmarks.md). The `system-alloc` feature keeps the system
+/// allocator instead, for heap profilers that hook `malloc` (heaptrack, valgrind's dhat).
+#[cfg(not(feature = "system-alloc"))]
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 

@@ -155,6 +155,10 @@ fn describe() {
         "Reconnects of the Redis pub/sub connection."
     );
     describe_counter!(
+        "elicitd_status_cache_total",
+        "Status reads by how the status cache served them: hit (answered from the cache after the round trip), miss (read from Redis), stale (cached but changed, read again)."
+    );
+    describe_counter!(
         "elicitd_redis_client_restarts_total",
         "Redis clients restarted after their command routing stopped on an error."
     );

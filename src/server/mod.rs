@@ -83,6 +83,7 @@ pub async fn build(config: Config) -> Result<Service, Box<dyn std::error::Error 
                     command_timeout: Duration::from_millis(1500),
                     replica_acks: config.redis_replica_acks,
                     replica_timeout: config.redis_replica_timeout,
+                    status_cache: config.status_cache_entries,
                 },
                 hub.clone(),
             )

@@ -89,8 +89,13 @@ fn read_calls(stats: &[(String, u64)], reads: u64) -> u64 {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn status_reads_are_one_batched_script_call() {
-    // No delivery worker: its queue polls would be counted too.
-    let f = Fixture::own(StoreKind::Redis, 1, |c| c.delivery_worker = false).await;
+    // No delivery worker: its queue polls would be counted too. No status cache: this test
+    // counts the record reads themselves (the cache has its own tests below).
+    let f = Fixture::own(StoreKind::Redis, 1, |c| {
+        c.delivery_worker = false;
+        c.status_cache_entries = 0;
+    })
+    .await;
     let redis = f.redis.as_ref().unwrap();
     let (api, beta) = (f.acme(), f.beta());
     let pending = api.approval().await;
@@ -172,6 +177,220 @@ async fn status_reads_are_one_batched_script_call() {
     // The script cache can vanish (restart, failover, flush): the next batch reloads it.
     redis.cli(&["SCRIPT", "FLUSH"]);
     read_all(50, decided.id.clone(), Status::Submitted).await;
+}
+
+/// The status cache (`CLIENT TRACKING`): repeat polls of a pending request still take their
+/// round trip (the clock, and the barrier that brings the invalidations) but do not read the
+/// record again; whatever changes it — a decision or a cancel through another replica, a vote,
+/// the deadline — is seen by the very next poll.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn status_cache_serves_repeat_polls_and_never_a_stale_answer() {
+    let f = Fixture::own(StoreKind::Redis, 2, |c| c.delivery_worker = false).await;
+    let redis = f.redis.as_ref().unwrap();
+    let (a, b) = (f.acme(), f.other());
+    let stats = || commandstats(&redis.cli(&["INFO", "commandstats"]).unwrap());
+
+    // Repeat polls: one script call each, and (within the cache's age limit) no record read.
+    let c = b.approval().await;
+    assert_eq!(a.status_of(&c.id).await, "pending");
+    redis.cli(&["CONFIG", "RESETSTAT"]);
+    let started = Instant::now();
+    for _ in 0..20 {
+        assert_eq!(a.status_of(&c.id).await, "pending");
+    }
+    let st = stats();
+    assert_eq!(calls(&st, "evalsha"), 20, "{st:?}");
+    assert_eq!(calls(&st, "time"), 20, "{st:?}");
+    // One refill per second of age at most.
+    let refills = started.elapsed().as_secs() + 1;
+    assert!(calls(&st, "hmget") <= refills, "{st:?}");
+
+    // Read your writes across replicas: every change made through B (or A) is in every poll of
+    // A sent after the change was answered, although A had the request cached as pending and
+    // eight pollers keep A's batches busy meanwhile.
+    for round in 0..40 {
+        let c = b.approval().await;
+        assert_eq!(a.status_of(&c.id).await, "pending", "round {round}");
+        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let pollers: Vec<_> = (0..8)
+            .map(|_| {
+                let (a, id, stop) = (a.clone(), c.id.clone(), stop.clone());
+                tokio::spawn(async move {
+                    let mut seen = Vec::new();
+                    while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                        let sent = Instant::now();
+                        let s = a.status_of(&id).await;
+                        seen.push((sent, s));
+                    }
+                    seen
+                })
+            })
+            .collect();
+        tokio::time::sleep(Duration::from_millis(10)).await;
+        let want = match round % 3 {
+            0 => {
+                let r = b.decide(&c.token, json!({"decision": "submitted"})).await;
+                assert_eq!(r.status, 200, "{}", r.body);
+                "submitted"
+            }
+            1 => {
+                assert_eq!(b.cancel(&c.id).await.status, 200);
+                "canceled"
+            }
+            _ => {
+                assert_eq!(a.cancel(&c.id).await.status, 200);
+                "canceled"
+            }
+        };
+        let changed = Instant::now();
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        let mut after = 0;
+        for p in pollers {
+            for (sent, s) in p.await.unwrap() {
+                if sent > changed {
+                    after += 1;
+                    assert_eq!(s, want, "round {round}: a poll sent after the change");
+                } else {
+                    assert!(s == "pending" || s == want, "round {round}: {s}");
+                }
+            }
+        }
+        assert!(after > 0, "round {round}: no poll after the change");
+        assert_eq!(a.status_of(&c.id).await, want, "round {round}");
+        if want == "submitted" {
+            assert_eq!(a.result(&c.id).await.status, 200);
+            assert_eq!(a.status_of(&c.id).await, "consumed", "round {round}");
+        }
+    }
+
+    // The deadline: a cached pending request turns expired on the store clock, and stays so.
+    let short = a
+        .create(
+            "approval",
+            json!({"message": "m", "context": 1, "expiresInSeconds": 1}),
+        )
+        .await;
+    let mut seen_expired = false;
+    let until = Instant::now() + Duration::from_secs(3);
+    while Instant::now() < until {
+        let s = a.status_of(&short.id).await;
+        match s.as_str() {
+            "pending" => assert!(!seen_expired, "pending after expired"),
+            "expired" => seen_expired = true,
+            other => panic!("{other}"),
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert!(seen_expired);
+    let late = b
+        .decide(&short.token, json!({"decision": "submitted"}))
+        .await;
+    assert_eq!(late.status, 410, "{}", late.body);
+
+    // A record changed behind our back (a write by another client) is not served from the cache.
+    let c = b.approval().await;
+    assert_eq!(a.status_of(&c.id).await, "pending");
+    assert_eq!(a.status_of(&c.id).await, "pending");
+    let key = record_key(redis, &c.id);
+    assert_eq!(
+        redis.cli(&["HSET", &key, "status", "canceled"]).as_deref(),
+        Some("0")
+    );
+    assert_eq!(a.status_of(&c.id).await, "canceled");
+    // Deleted: not found at once.
+    redis.cli(&["DEL", &key]);
+    assert_eq!(a.status(&c.id).await.status, 404);
+}
+
+/// The invalidation that matters most arrives *with* the poll's reply: a write that ran after
+/// the poll found the record in the cache but before the poll's call ran. Redis is held busy by
+/// a script while a write and then the poll queue up behind it, in that order; when it wakes,
+/// the write's invalidation reaches the replica just ahead of the poll's reply, and the answer
+/// must include the write.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn status_cache_applies_an_invalidation_that_arrives_with_the_reply() {
+    use std::io::Write;
+    let f = Fixture::own(StoreKind::Redis, 1, |c| c.delivery_worker = false).await;
+    let redis = f.redis.as_ref().unwrap();
+    let a = f.acme();
+    let resp = |args: &[&str]| {
+        let mut out = format!("*{}\r\n", args.len());
+        for x in args {
+            out += &format!("${}\r\n{x}\r\n", x.len());
+        }
+        out
+    };
+    for round in 0..5 {
+        let c = a.approval().await;
+        assert_eq!(a.status_of(&c.id).await, "pending");
+        assert_eq!(a.status_of(&c.id).await, "pending");
+        let key = record_key(redis, &c.id);
+        let mut busy = std::net::TcpStream::connect(redis.addr()).unwrap();
+        let mut writer = std::net::TcpStream::connect(redis.addr()).unwrap();
+        // 400 ms of a script that only reads the clock.
+        let spin = "local s = redis.call('TIME') repeat local n = redis.call('TIME') \
+                    until (n[1] - s[1]) * 1000000 + (n[2] - s[2]) > 400000 return 1";
+        busy.write_all(resp(&["EVAL", spin, "0"]).as_bytes())
+            .unwrap();
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        writer
+            .write_all(resp(&["HSET", &key, "status", "canceled"]).as_bytes())
+            .unwrap();
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        assert_eq!(a.status_of(&c.id).await, "canceled", "round {round}");
+    }
+}
+
+/// The key of a record, found by its id (the prefix and shard are the store's business).
+fn record_key(redis: &RedisServer, id: &str) -> String {
+    let keys = redis.cli(&["KEYS", &format!("*:e:*:{id}")]).unwrap();
+    // redis-cli's listing: `1) "key"`.
+    let line = keys.lines().next().expect("the record's key");
+    let key = line
+        .split_once(") ")
+        .map_or(line, |(_, k)| k)
+        .trim()
+        .trim_matches('"');
+    assert!(key.ends_with(id), "no key for {id}: {keys}");
+    key.to_string()
+}
+
+/// Invalidations sent while the cache's connection was down are lost with it: after a
+/// reconnect the cache starts empty, so a decision made in the meantime is seen.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn status_cache_is_emptied_by_a_reconnect() {
+    let f = Fixture::own(StoreKind::Redis, 2, |c| c.delivery_worker = false).await;
+    let redis = f.redis.as_ref().unwrap();
+    let (a, b) = (f.acme(), f.other());
+    for round in 0..8 {
+        let c = b.approval().await;
+        assert_eq!(a.status_of(&c.id).await, "pending");
+        assert_eq!(a.status_of(&c.id).await, "pending");
+        // Every command connection goes (both replicas'); B reconnects to decide.
+        redis.cli(&["CLIENT", "KILL", "TYPE", "normal"]);
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            let r = b.decide(&c.token, json!({"decision": "declined"})).await;
+            if r.status == 200 {
+                break;
+            }
+            assert_eq!(r.status, 503, "round {round}: {}", r.body);
+            assert!(Instant::now() < deadline, "round {round}: never decided");
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            let r = a.status(&c.id).await;
+            if r.status == 200 {
+                assert_eq!(r.str("status"), "declined", "round {round}");
+                break;
+            }
+            assert_eq!(r.status, 503, "round {round}: {}", r.body);
+            assert!(Instant::now() < deadline, "round {round}: A never answered");
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -324,7 +324,8 @@ async fn sigterm_answers_parked_awaits_and_exits_cleanly() {
 }
 
 /// The binary serves on `ELICITD_HTTP_THREADS` worker threads (thread per core), each with its
-/// own listening socket and its own Redis connection: Redis sees one more client per thread,
+/// own listening socket and its own Redis connections (commands, and the status cache's
+/// tracked reader): Redis sees two more clients per thread,
 /// new connections are spread over the threads by the kernel, and whichever thread a
 /// connection lands on, its reads are fresh and its parked awaits wake on a decision made
 /// through another replica.
@@ -351,15 +352,15 @@ async fn worker_threads_each_hold_a_redis_connection_and_all_serve_and_wake() {
     let (mut a, api_a) = spawn_binary(&redis, &[("ELICITD_HTTP_THREADS", "3")], false).await;
     // (Ready as soon as one thread serves; the others may still be connecting.)
     eventually(
-        "3 worker threads to hold 2 more Redis connections than 1",
+        "3 worker threads to hold 4 more Redis connections than 1",
         Duration::from_secs(10),
-        || clients() - without == with_one - without + 2,
+        || clients() - without == with_one - without + 4,
     )
     .await;
     tokio::time::sleep(Duration::from_millis(300)).await;
     assert_eq!(
         clients() - without,
-        with_one - without + 2,
+        with_one - without + 4,
         "no more than that"
     );
     let (mut b, api_b) = spawn_binary(&redis, &[("ELICITD_HTTP_THREADS", "1")], false).await;

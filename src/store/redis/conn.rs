@@ -152,6 +152,14 @@ pub(super) fn build_client(s: &RedisSettings) -> Result<Client, RedisError> {
     builder(s)?.build()
 }
 
+/// Build (not yet connect) a read batcher's own client: RESP3, so that `CLIENT TRACKING`
+/// invalidations arrive on the connection they are about (see `batch.rs`, "Status cache").
+pub(super) fn build_reader(s: &RedisSettings) -> Result<Client, RedisError> {
+    let mut b = builder(s)?;
+    b.with_config(|c| c.version = fred::types::RespVersion::RESP3);
+    b.build()
+}
+
 /// A connected command client of `pool`, or `unavailable` at once (never queue behind a
 /// reconnect).
 pub(super) fn connected(pool: &Pool) -> Result<&Client, Error> {

@@ -34,12 +34,12 @@ use fred::{
     clients::{Client, Pool},
     error::Error as RedisError,
     interfaces::{ClientInterface, ClientLike, KeysInterface, ListInterface},
-    types::{scripts::Script, Expiration, SetOptions},
+    types::{config::Config as RedisConfig, scripts::Script, Expiration, SetOptions},
 };
 use tokio::time::Instant;
 
 use self::{
-    batch::{Clients, ReadBatcher},
+    batch::{Cache, Clients, ReadBatcher},
     codec::{Fields, Reply, Row},
     conn::{connected, map_err, unavailable},
     keys::Keys,
@@ -113,6 +113,9 @@ pub struct RedisSettings {
     pub replica_acks: u32,
     /// How long to wait for them.
     pub replica_timeout: Duration,
+    /// Status reads each read batcher may cache (single Redis and Sentinel; 0 = none). See
+    /// `batch.rs`, "Status cache".
+    pub status_cache: usize,
 }
 
 /// The Redis-backed store.
@@ -154,12 +157,14 @@ impl RedisStore {
             conn::connect_supervised(c);
         }
         conn::connect_supervised(&sub);
+        let reads = reads_for(&s, Clients::Pool(pool.clone()))?;
         let _ = tokio::time::timeout(Duration::from_secs(5), async {
             let _ = pool.wait_for_connect().await;
             let _ = sub.wait_for_connect().await;
             if let Some(w) = &writers {
                 let _ = w.wait_for_connect().await;
             }
+            reads.wait_for_connect().await;
         })
         .await;
         conn::warn_about_server_settings(&pool).await;
@@ -171,7 +176,7 @@ impl RedisStore {
         Ok(Arc::new(RedisStore {
             id: IDS.fetch_add(1, Ordering::Relaxed),
             settings: s.clone(),
-            reads: ReadBatcher::spawn(Clients::Pool(pool.clone())),
+            reads,
             durable: writers.map(|pool| Durable {
                 pool,
                 acks: s.replica_acks,
@@ -192,14 +197,13 @@ impl RedisStore {
     async fn connect_thread(&self) -> std::result::Result<(), RedisError> {
         let client = conn::build_client(&self.settings)?;
         conn::connect_supervised(&client);
-        let _ = tokio::time::timeout(Duration::from_secs(5), client.wait_for_connect()).await;
-        local::set(
-            self.id,
-            local::Local {
-                reads: ReadBatcher::spawn(Clients::One(client.clone())),
-                client,
-            },
-        );
+        let reads = reads_for(&self.settings, Clients::One(client.clone()))?;
+        let _ = tokio::time::timeout(Duration::from_secs(5), async {
+            let _ = client.wait_for_connect().await;
+            reads.wait_for_connect().await;
+        })
+        .await;
+        local::set(self.id, local::Local { reads, client });
         Ok(())
     }
 
@@ -264,15 +268,14 @@ impl RedisStore {
     ) -> Result<(i64, Row)> {
         let started = Instant::now();
         // Fail at once (503) while Redis is down rather than queue behind a reconnect.
-        let out = match local::get(self.id) {
-            Some(l) if l.client.is_connected() => {
-                l.reads.read(self.keys.record(id), fields.0).await
-            }
-            Some(_) => Err(unavailable("redis is not connected")),
-            None => match connected(&self.pool) {
-                Ok(_) => self.reads.read(self.keys.record(id), fields.0).await,
-                Err(e) => Err(e),
-            },
+        let local = local::get(self.id);
+        let reads = local.as_ref().map_or(&self.reads, |l| &l.reads);
+        let out = if reads.is_connected() {
+            reads
+                .read(self.keys.record(id), fields.0, op == "status")
+                .await
+        } else {
+            Err(unavailable("redis is not connected"))
         };
         record_store_op(op, started, &out);
         let (now, values) = out?;
@@ -476,6 +479,19 @@ impl RedisStore {
             }
         }
     }
+}
+
+/// A read batcher for `s`: with its own tracked connection and status cache where the topology
+/// allows (see `batch.rs`), else sending its calls to `fallback`.
+fn reads_for(s: &RedisSettings, fallback: Clients) -> std::result::Result<ReadBatcher, RedisError> {
+    let clustered = RedisConfig::from_url(&s.url)?.server.is_clustered();
+    if clustered || s.status_cache == 0 {
+        return Ok(ReadBatcher::spawn(fallback));
+    }
+    let reader = conn::build_reader(s)?;
+    let cache = Cache::new(reader.clone(), s.status_cache);
+    conn::connect_supervised(&reader);
+    Ok(ReadBatcher::spawn(Clients::Cached(cache)))
 }
 
 /// The token hashes that open a new record's page: its reviewers' (named reviewers), else its
