@@ -106,7 +106,10 @@ fn builder(s: &RedisSettings) -> Result<Builder, RedisError> {
         })
         .with_performance_config(|p| {
             p.default_command_timeout = s.command_timeout;
-            p.broadcast_channel_capacity = 8192;
+            // Every event channel of a client (errors, reconnects, messages, invalidations, …)
+            // is a broadcast channel of this many slots, allocated and written up front: 8192
+            // slots cost ~1 MB of resident memory per channel. Command clients see no messages.
+            p.broadcast_channel_capacity = 32;
         })
         .set_policy(ReconnectPolicy::new_exponential(0, 50, 1000, 2));
     Ok(b)
@@ -143,8 +146,12 @@ where
 
 /// Build (not yet connect) the command pool and the subscriber for `s`.
 pub(super) fn build(s: &RedisSettings) -> Result<(Pool, SubscriberClient), RedisError> {
-    let b = builder(s)?;
-    Ok((b.build_pool(s.pool_size)?, b.build_subscriber_client()?))
+    let mut b = builder(s)?;
+    let pool = b.build_pool(s.pool_size)?;
+    // The subscriber's messages arrive in bursts (a decision per message); a receiver that
+    // falls behind re-subscribes and wakes everyone, so it gets room.
+    b.with_performance_config(|p| p.broadcast_channel_capacity = 8192);
+    Ok((pool, b.build_subscriber_client()?))
 }
 
 /// Build (not yet connect) one command client for `s` (a worker thread's own).
@@ -157,6 +164,9 @@ pub(super) fn build_client(s: &RedisSettings) -> Result<Client, RedisError> {
 pub(super) fn build_reader(s: &RedisSettings) -> Result<Client, RedisError> {
     let mut b = builder(s)?;
     b.with_config(|c| c.version = fred::types::RespVersion::RESP3);
+    // Invalidations come one per changed key; a receiver that falls behind empties the cache
+    // (correct, only slower).
+    b.with_performance_config(|p| p.broadcast_channel_capacity = 1024);
     b.build()
 }
 
