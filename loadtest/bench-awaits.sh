@@ -25,7 +25,7 @@ say "machine: $(nproc) cores; $TOPOLOGY; $WAITERS waiters; $(uptime)"
 source loadtest/bench-lib.sh
 case "$TOPOLOGY" in
   standalone)
-    P=$(free_port); redis "$P"; URL="redis://127.0.0.1:$P" ;;
+    P=$(free_port); redis "$P"; RPID=${PIDS[-1]}; URL="redis://127.0.0.1:$P" ;;
   cluster)
     cluster 21510 21511 21512 21513 21514 21515; URL=$CLUSTER_URL ;;
   *) echo "TOPOLOGY is standalone or cluster" >&2; exit 2 ;;
@@ -45,7 +45,7 @@ rss() { awk '/VmRSS/{print $2}' /proc/$1/status; }
 "$LT" await --url $A --api-key $KEY --concurrency 32 --waiters 500 --hold 1s --decide-url $B --json --quiet > "$OUT/warmup.json" || true
 sleep 1
 IDLE=$(rss $APID)
-"$LT" await --url $A --api-key $KEY --concurrency 32 --waiters "$WAITERS" --hold "$HOLD" --decide-url $B --json --quiet > "$OUT/await.json" &
+"$LT" await --url $A --api-key $KEY --concurrency "${CONC:-32}" --waiters "$WAITERS" --hold "$HOLD" --decide-url $B --decide-rate "${RATE:-0}" --json --quiet > "$OUT/await.json" &
 LPID=$!
 # Sample once every await is parked (the tool waits for the gauge, then holds).
 PARKED=0
@@ -57,11 +57,19 @@ done
 sleep 0.5
 FULL=$(rss $APID)
 PARKED=$(curl -s $A/metrics | awk '/^elicitd_awaits_parked /{print $2}')
+RPID=${RPID:-}
+ticks() { awk '{print $14+$15}' /proc/$1/stat; }
+T0="$(ticks $APID) $(ticks $BPID) $(ticks $RPID 2>/dev/null || echo 0)"
+[ -n "${PERF_A:-}" ] && perf record -F 999 --call-graph dwarf,16384 -p $APID -o "$OUT/perf-a.data" -- sleep "$PERF_A" >/dev/null 2>&1 &
 wait $LPID; RC=$?
+T1="$(ticks $APID) $(ticks $BPID) $(ticks $RPID 2>/dev/null || echo 0)"
+# The replica's own view: decision time on the store clock -> await answered.
+curl -s $A/metrics | grep '^elicitd_await_wake_seconds' > "$OUT/wake-metric.txt"
 [ "${PARKED:-0}" -ge "$WAITERS" ] || { echo "bench-awaits: only ${PARKED:-0} parked when RSS was read (raise HOLD)" >&2; exit 1; }
-python3 - "$OUT/await.json" "$IDLE" "$FULL" "$PARKED" "$RC" <<'PY' | tee -a "$SUMMARY"
+python3 - "$OUT/await.json" "$IDLE" "$FULL" "$PARKED" "$RC" "$T0" "$T1" "$(getconf CLK_TCK)" <<'PY' | tee -a "$SUMMARY"
 import json, sys
-f, idle, full, parked, rc = sys.argv[1], *map(int, sys.argv[2:])
+f, idle, full, parked, rc = sys.argv[1], *map(int, sys.argv[2:6])
+t0, t1, hz = [int(x) for x in sys.argv[6].split()], [int(x) for x in sys.argv[7].split()], int(sys.argv[8])
 d = json.load(open(f))
 w = d.get("wake") or {}
 r, s = w.get("from_returned", {}), w.get("from_sent", {})
@@ -70,4 +78,8 @@ print(f"rss idle {idle} KB, with {parked} parked {full} KB: {per:.1f} KB per par
 print(f"wake from the decision's response: p50 {r.get('p50_ms', 0):.2f} ms, p99 {r.get('p99_ms', 0):.2f} ms"
       f" (target <= 5), max {r.get('max_ms', 0):.2f} ms; from sent p50 {s.get('p50_ms', 0):.2f} p99 {s.get('p99_ms', 0):.2f} ms;"
       f" woke {w.get('woken')}/{w.get('waiters')}; errors {d.get('errors')}; exit {rc}")
+cpu = [(b - a) * 1e6 / hz / parked for a, b in zip(t0, t1)] if parked else []
+if cpu:
+    print(f"CPU per decided await while holding and deciding: A (woken) {cpu[0]:.0f} us, B (deciding) {cpu[1]:.0f} us"
+          + (f", Redis {cpu[2]:.0f} us" if len(cpu) > 2 and t1[2] else ""))
 PY

@@ -6,7 +6,8 @@
 //! 3. wait until the replica's `elicitd_awaits_parked` gauge (its `/metrics`) shows them all
 //!    (30 s at most; skipped if `/metrics` is not served there), then hold `--hold`;
 //! 4. decide every one with `POST {decide-url}/v1/reviews/{token}` `{"decision":"submitted"}`
-//!    (`concurrency` workers), noting when each decision was sent and when it returned;
+//!    (`concurrency` workers; `--decide-rate` paces them, all together, to that many per
+//!    second), noting when each decision was sent and when it returned;
 //! 5. every await must answer 200 `submitted`; its wake latency is the time its answer arrived
 //!    minus the time its decision was *sent* (headline; an upper bound that includes the
 //!    decision's own processing) and minus the time the decision *returned* (clamped at 0).
@@ -48,6 +49,7 @@ pub(crate) async fn run(
     decide: &Target,
     waiters: usize,
     hold: Duration,
+    decide_rate: u32,
 ) -> Result<Report, Error> {
     if waiters == 0 {
         return Err(Error("--waiters must be at least 1".into()));
@@ -135,6 +137,12 @@ pub(crate) async fn run(
                 let Some(Created { token, .. }) = created.get(i) else {
                     break;
                 };
+                if decide_rate > 0 {
+                    // Decision i is due i / rate after the phase began.
+                    let due =
+                        decide_started + Duration::from_secs_f64(i as f64 / f64::from(decide_rate));
+                    tokio::time::sleep_until(due).await;
+                }
                 let sent = Instant::now();
                 let path = format!("/v1/reviews/{token}");
                 let ok = call(

@@ -81,11 +81,13 @@ pub enum Scenario {
     Status { seed: usize },
     /// Create approvals in a loop.
     Create,
-    /// Park `waiters` awaits on `url`, hold them `hold`, decide all through `decide_url`.
+    /// Park `waiters` awaits on `url`, hold them `hold`, decide all through `decide_url`
+    /// (`decide_rate` per second; 0 = as fast as the deciders go).
     Await {
         waiters: usize,
         hold: Duration,
         decide_url: String,
+        decide_rate: u32,
     },
     /// The agent-platform mix; reviewers decide through `decide_url`.
     Mixed { decide_url: String },
@@ -148,10 +150,11 @@ async fn run_on(
             waiters,
             hold,
             decide_url,
+            decide_rate,
         } => {
             let decide =
                 http::Target::new(decide_url, &opts.api_key, opts.client).map_err(Error)?;
-            awaits::run(opts, &target, &decide, *waiters, *hold).await
+            awaits::run(opts, &target, &decide, *waiters, *hold, *decide_rate).await
         }
         Scenario::Mixed { decide_url } => {
             let decide =

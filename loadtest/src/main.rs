@@ -80,6 +80,11 @@ enum Command {
         /// Replica that receives the decisions (another one than --url).
         #[arg(long)]
         decide_url: String,
+        /// Decisions per second, all deciders together (0: as fast as --concurrency deciders
+        /// go). A pace below the machine's capacity measures the wake-up path rather than the
+        /// queue of decisions.
+        #[arg(long, default_value_t = 0)]
+        decide_rate: u32,
     },
     /// Agents creating, polling, awaiting, reading results; reviewers decide via --decide-url.
     Mixed {
@@ -121,12 +126,14 @@ fn main() -> ExitCode {
             waiters,
             hold,
             decide_url,
+            decide_rate,
         } => (
             common,
             Scenario::Await {
                 waiters,
                 hold,
                 decide_url,
+                decide_rate,
             },
         ),
         Command::Mixed { common, decide_url } => {

@@ -573,9 +573,16 @@ impl Service {
             return Ok(StatusOut::from(&first));
         }
         let mut waiter = self.hub.register(id).await?;
+        let mut woken = false;
         loop {
-            // Read after registering: a change from here on is seen by `waiter`.
-            let v = match self.store.status(tenant, id).await {
+            // Read after registering: a change from here on is seen by `waiter`. After a
+            // wake-up the record has just changed: read it, not the status cache.
+            let read = if woken {
+                self.store.status_changed(tenant, id).await
+            } else {
+                self.store.status(tenant, id).await
+            };
+            let v = match read {
                 Ok(v) => v,
                 // The store blinked (Redis restart, failover): keep the caller parked and retry
                 // until the window closes; only then report it.
@@ -606,8 +613,9 @@ impl Service {
             // Deadline measured on the store clock, slept on ours; the re-read decides.
             let to_deadline = Duration::from_millis((v.expires_ms - v.now_ms).max(0) as u64 + 1);
             let nap = to_deadline.min(window_end - now);
+            woken = false;
             tokio::select! {
-                _ = waiter.changed() => {}
+                _ = waiter.changed() => woken = true,
                 _ = tokio::time::sleep(nap) => {}
                 _ = shutdown.cancelled() => {}
             }

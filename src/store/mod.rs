@@ -418,6 +418,12 @@ pub trait Store: Send + Sync + 'static {
     async fn create(&self, rec: NewRecord) -> Result<Created>;
     /// Read the status (never changes state).
     async fn status(&self, tenant: &Tenant, id: ElicitationId) -> Result<StatusView>;
+    /// [`status`](Self::status) when the record is known to have just changed (a parked
+    /// `await` was woken): the same answer, but a store with a cache reads the record itself
+    /// rather than waiting for the cache to learn of the change.
+    async fn status_changed(&self, tenant: &Tenant, id: ElicitationId) -> Result<StatusView> {
+        self.status(tenant, id).await
+    }
     /// Open a record by review-token hash (never changes state).
     async fn review(&self, token_hash: &str) -> Result<ReviewRecord>;
     /// Record a reviewer decision, `pending` → submitted/declined, or say why not.

@@ -83,12 +83,19 @@ async fn every_scenario_runs_clean_against_two_replicas() {
             waiters,
             hold: Duration::from_secs(1),
             decide_url: b.clone(),
+            decide_rate: 40,
         },
     )
     .await
     .expect("await");
     assert_clean(&awaited);
     let wake = awaited.wake.as_ref().expect("wake figures");
+    // 20 decisions at 40 per second: the last is due 19/40 s after the first.
+    assert!(
+        wake.decide_phase_s >= 0.47,
+        "paced decisions took {} s",
+        wake.decide_phase_s
+    );
     assert_eq!(wake.waiters, waiters as u64);
     assert_eq!(
         wake.woken, waiters as u64,

@@ -265,21 +265,47 @@ impl RedisStore {
         op: &'static str,
         id: ElicitationId,
         fields: Fields,
+        cached: bool,
     ) -> Result<(i64, Row)> {
         let started = Instant::now();
         // Fail at once (503) while Redis is down rather than queue behind a reconnect.
         let local = local::get(self.id);
         let reads = local.as_ref().map_or(&self.reads, |l| &l.reads);
         let out = if reads.is_connected() {
-            reads
-                .read(self.keys.record(id), fields.0, op == "status")
-                .await
+            reads.read(self.keys.record(id), fields.0, cached).await
         } else {
             Err(unavailable("redis is not connected"))
         };
         record_store_op(op, started, &out);
         let (now, values) = out?;
         Ok((now, Row::new(&fields, values)?))
+    }
+
+    /// A status read; `cached`: the status cache may answer it.
+    async fn status_view(
+        &self,
+        tenant: &Tenant,
+        id: ElicitationId,
+        cached: bool,
+    ) -> Result<StatusView> {
+        let (now, row) = self.load("status", id, codec::STATUS, cached).await?;
+        if row.get("tenant") != Some(tenant.as_str()) {
+            return Err(Error::NotFound);
+        }
+        let expires_ms = row.int("expires_ms")?;
+        Ok(StatusView {
+            id,
+            kind: row.kind()?,
+            status: Status::effective(row.status()?, now, expires_ms),
+            created_ms: row.int("created_ms")?,
+            expires_ms,
+            decided_ms: row.opt_int("decided_ms"),
+            now_ms: now,
+            votes: row.get("tally").and_then(|t| {
+                let (k, m) = t.split_once('/')?;
+                Some((k.parse().ok()?, m.parse().ok()?))
+            }),
+        })
     }
 
     /// KEYS of a transition script: record, audit, and the outbox keys of its `event` (queue,
@@ -419,7 +445,7 @@ impl RedisStore {
             .split_once('|')
             .ok_or_else(|| Error::internal("bad idempotency entry"))?;
         let id = ElicitationId::parse(id).ok_or_else(|| Error::internal("bad idempotency id"))?;
-        let (now, mut row) = self.load("replay", id, codec::REPLAY).await?;
+        let (now, mut row) = self.load("replay", id, codec::REPLAY, false).await?;
         if row.get("tenant") != Some(tenant.as_str()) {
             return Ok(None);
         }
@@ -679,24 +705,11 @@ impl Store for RedisStore {
     }
 
     async fn status(&self, tenant: &Tenant, id: ElicitationId) -> Result<StatusView> {
-        let (now, row) = self.load("status", id, codec::STATUS).await?;
-        if row.get("tenant") != Some(tenant.as_str()) {
-            return Err(Error::NotFound);
-        }
-        let expires_ms = row.int("expires_ms")?;
-        Ok(StatusView {
-            id,
-            kind: row.kind()?,
-            status: Status::effective(row.status()?, now, expires_ms),
-            created_ms: row.int("created_ms")?,
-            expires_ms,
-            decided_ms: row.opt_int("decided_ms"),
-            now_ms: now,
-            votes: row.get("tally").and_then(|t| {
-                let (k, m) = t.split_once('/')?;
-                Some((k.parse().ok()?, m.parse().ok()?))
-            }),
-        })
+        self.status_view(tenant, id, true).await
+    }
+
+    async fn status_changed(&self, tenant: &Tenant, id: ElicitationId) -> Result<StatusView> {
+        self.status_view(tenant, id, false).await
     }
 
     async fn review(&self, token_hash: &str) -> Result<ReviewRecord> {
@@ -709,7 +722,7 @@ impl Store for RedisStore {
             .as_deref()
             .and_then(ElicitationId::parse)
             .ok_or(Error::NotFound)?;
-        let (now, mut row) = self.load("review", id, codec::REVIEW).await?;
+        let (now, mut row) = self.load("review", id, codec::REVIEW, false).await?;
         // Named reviewers' tokens replace the request's own (which is indexed nowhere then).
         let panel = panel_of(row.take("panel"))?;
         let reviewer = match &panel {
