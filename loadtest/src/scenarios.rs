@@ -49,17 +49,12 @@ pub(crate) async fn call(
     }
 }
 
-/// A small json-mode approval, as an agent would send it.
+/// A small json-mode approval, as an agent would send it. (Written out rather than built as a
+/// `serde_json::Value`: the generator shares the machine with what it measures.)
 pub(crate) fn approval_body(worker: usize, n: u64) -> Bytes {
-    Bytes::from(
-        serde_json::json!({
-            "title": "Load test",
-            "message": "Approve this load-test payload?",
-            "context": {"worker": worker, "n": n, "amount": 129.90, "currency": "EUR"},
-            "expiresInSeconds": 900
-        })
-        .to_string(),
-    )
+    Bytes::from(format!(
+        r#"{{"title":"Load test","message":"Approve this load-test payload?","context":{{"worker":{worker},"n":{n},"amount":129.9,"currency":"EUR"}},"expiresInSeconds":900}}"#
+    ))
 }
 
 /// An elicitation created for the scenario.
@@ -288,4 +283,16 @@ pub(crate) async fn create(opts: &Options, target: &Target) -> Result<Report, Er
     .await;
     progress.finish();
     Ok(report(opts, "create", &ops, elapsed))
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn approval_body_is_the_json_it_says() {
+        let v: serde_json::Value = serde_json::from_slice(&super::approval_body(3, 42)).unwrap();
+        assert_eq!(v["message"], "Approve this load-test payload?");
+        assert_eq!(v["context"]["worker"], 3);
+        assert_eq!(v["context"]["n"], 42);
+        assert_eq!(v["expiresInSeconds"], 900);
+    }
 }

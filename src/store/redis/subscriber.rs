@@ -52,13 +52,19 @@ pub(super) const KEEPER_PERIOD: Duration = Duration::from_millis(500);
 /// Channels re-subscribed at once after a slot move.
 const REHOME_CONCURRENCY: usize = 64;
 
+/// Where one id's channel lives: its slot, and the primary it was subscribed on.
+struct Home {
+    slot: u16,
+    server: Option<Server>,
+}
+
 /// The subscriber client and what it is subscribed to.
 pub(super) struct Subscriber {
     client: SubscriberClient,
     keys: Keys,
-    /// Every subscribed id → the primary it was subscribed on (`None` outside a Cluster, or
-    /// while unknown).
-    homes: Mutex<HashMap<ElicitationId, Option<Server>>>,
+    /// Every subscribed id → its channel's hash slot and the primary it was subscribed on
+    /// (`None` outside a Cluster, or while unknown).
+    homes: Mutex<HashMap<ElicitationId, Home>>,
     /// Ids re-subscribed after a slot move, and when: each is re-subscribed once more after
     /// [`KEEPER_PERIOD`] (see the module docs).
     settling: Mutex<Vec<(ElicitationId, Instant)>>,
@@ -82,12 +88,11 @@ impl Subscriber {
         self.client.is_connected()
     }
 
-    /// The primary that serves `channel`'s slot, by the client's cached slot map.
-    fn owner(&self, channel: &str) -> Option<Server> {
+    /// The primary that serves `slot`, by the client's cached slot map.
+    fn owner(&self, slot: u16) -> Option<Server> {
         if !self.client.is_clustered() {
             return None;
         }
-        let slot = redis_keyslot(channel.as_bytes());
         self.client
             .cached_cluster_state()
             .and_then(|s| s.get_server(slot).cloned())
@@ -97,9 +102,10 @@ impl Subscriber {
     /// the slot map changes meanwhile, the next keeper round sees a move and re-subscribes.
     async fn subscribe_one(&self, id: ElicitationId) -> Result<()> {
         let ch = self.keys.record(id);
-        let home = self.owner(&ch);
+        let slot = redis_keyslot(ch.as_bytes());
+        let server = self.owner(slot);
         self.client.ssubscribe(ch.as_str()).await.map_err(map_err)?;
-        lock(&self.homes).insert(id, home);
+        lock(&self.homes).insert(id, Home { slot, server });
         Ok(())
     }
 
@@ -110,16 +116,16 @@ impl Subscriber {
             return Ok(false);
         }
         let ch = self.keys.record(id);
-        let home = self.owner(&ch);
+        let server = self.owner(redis_keyslot(ch.as_bytes()));
         if let Err(e) = self.client.ssubscribe(ch.as_str()).await {
             // Forget the home so the next round tries again.
             if let Some(h) = lock(&self.homes).get_mut(&id) {
-                *h = None;
+                h.server = None;
             }
             return Err(map_err(e));
         }
         match lock(&self.homes).get_mut(&id) {
-            Some(h) => *h = home,
+            Some(h) => h.server = server,
             None => return Ok(false),
         }
         Ok(true)
@@ -222,11 +228,18 @@ impl Subscriber {
     /// Re-subscribe every channel whose slot's owner changed, then wake its waiters (a
     /// decision may have been published on the new owner before we listened there).
     async fn rehome(&self, hub: &Hub) {
+        // One copy of the slot map per round (fred clones it per call), and each id's slot
+        // from when it was subscribed: a round over 10 000 ids holds the lock well under a
+        // millisecond (it was several, once per id a key built and the map cloned).
+        let Some(state) = self.client.cached_cluster_state() else {
+            return;
+        };
         let moved: Vec<ElicitationId> = lock(&self.homes)
             .iter()
-            .filter(|(id, home)| {
-                let now = self.owner(&self.keys.record(**id));
-                now.is_some() && now != **home
+            .filter(|(_, home)| {
+                state
+                    .get_server(home.slot)
+                    .is_some_and(|now| home.server.as_ref() != Some(now))
             })
             .map(|(id, _)| *id)
             .collect();
