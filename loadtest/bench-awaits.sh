@@ -38,7 +38,7 @@ start() { ELICITD_LISTEN=127.0.0.1:$1 ELICITD_REDIS_URL=$URL ELICITD_API_KEYS="b
 APID=$(start $AP); BPID=$(start $BP); PIDS+=("$APID" "$BPID")
 for p in $AP $BP; do for _ in $(seq 100); do curl -sf http://127.0.0.1:$p/readyz >/dev/null && break; sleep 0.1; done; done
 A=http://127.0.0.1:$AP; B=http://127.0.0.1:$BP
-LT="$BIN/elicitd-loadtest"
+LT=${LT:-"$BIN/elicitd-loadtest"}
 rss() { awk '/VmRSS/{print $2}' /proc/$1/status; }
 # Warm-up: the same kinds of requests as the run (creates, short awaits), so allocator pools and
 # lazily built state exist before the idle reading.

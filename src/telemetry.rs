@@ -260,46 +260,88 @@ fn valid_request_id(v: &HeaderValue) -> Option<String> {
 
 /// Per request: request id (kept or generated, echoed in the response), one span, metrics.
 pub async fn http_middleware(mut req: Request, next: Next) -> Response {
-    let started = Instant::now();
-    let request_id = match req
-        .headers()
-        .get(&REQUEST_ID)
-        .filter(|v| valid_request_id(v).is_some())
-    {
-        Some(v) => v.clone(),
-        None => {
-            let v = new_request_id();
-            req.headers_mut().insert(REQUEST_ID.clone(), v.clone());
-            v
-        }
-    };
-    let route: std::sync::Arc<str> = match req.extensions().get::<MatchedPath>() {
+    let route = match req.extensions().get::<MatchedPath>() {
         Some(p) => route_name(p.as_str()),
         None => route_name("unmatched"),
     };
-    let method = method_label(req.method());
-    let span = tracing::info_span!(
-        "http",
-        method,
-        route = &*route,
-        request_id = request_id.to_str().unwrap_or_default()
-    );
-    let mut resp = next.run(req).instrument(span.clone()).await;
-    let status = resp.status().as_u16();
-    let class = match status {
-        100..=199 => 0,
-        200..=299 => 1,
-        300..=399 => 2,
-        400..=499 => 3,
-        _ => 4,
-    };
-    let elapsed = started.elapsed();
-    let (requests, duration) = http_metrics(&route, method, class);
-    requests.increment(1);
-    duration.record(elapsed.as_secs_f64());
-    span.in_scope(|| tracing::debug!(status, latency_ms = elapsed.as_millis() as u64, "request"));
-    resp.headers_mut().insert(REQUEST_ID.clone(), request_id);
-    resp
+    let method = req.method().clone();
+    let seen = Observed::begin(&method, req.headers_mut(), route);
+    let resp = next.run(req).instrument(seen.span.clone()).await;
+    seen.end(resp)
+}
+
+/// One request's telemetry: what [`http_middleware`] does around every route, also used by
+/// the status fast path (`api::fast_status`), which answers before the router.
+pub struct Observed {
+    started: Instant,
+    request_id: HeaderValue,
+    route: std::sync::Arc<str>,
+    method: &'static str,
+    /// The request's span; run the handler in it.
+    pub span: tracing::Span,
+}
+
+impl Observed {
+    /// Take (or make, and insert into `headers`) the request id and open the span of `route`.
+    pub fn begin(
+        method: &axum::http::Method,
+        headers: &mut axum::http::HeaderMap,
+        route: std::sync::Arc<str>,
+    ) -> Observed {
+        let started = Instant::now();
+        let request_id = match headers
+            .get(&REQUEST_ID)
+            .filter(|v| valid_request_id(v).is_some())
+        {
+            Some(v) => v.clone(),
+            None => {
+                let v = new_request_id();
+                headers.insert(REQUEST_ID.clone(), v.clone());
+                v
+            }
+        };
+        let method = method_label(method);
+        let span = tracing::info_span!(
+            "http",
+            method,
+            route = &*route,
+            request_id = request_id.to_str().unwrap_or_default()
+        );
+        Observed {
+            started,
+            request_id,
+            route,
+            method,
+            span,
+        }
+    }
+
+    /// Count the answer, log it at debug, echo the request id.
+    pub fn end(self, mut resp: Response) -> Response {
+        let status = resp.status().as_u16();
+        let class = match status {
+            100..=199 => 0,
+            200..=299 => 1,
+            300..=399 => 2,
+            400..=499 => 3,
+            _ => 4,
+        };
+        let elapsed = self.started.elapsed();
+        let (requests, duration) = http_metrics(&self.route, self.method, class);
+        requests.increment(1);
+        duration.record(elapsed.as_secs_f64());
+        self.span.in_scope(|| {
+            tracing::debug!(status, latency_ms = elapsed.as_millis() as u64, "request")
+        });
+        resp.headers_mut()
+            .insert(REQUEST_ID.clone(), self.request_id);
+        resp
+    }
+}
+
+/// The shared name of a route (a metric label), e.g. `/v1/elicitations/{id}`.
+pub fn route(route: &str) -> std::sync::Arc<str> {
+    route_name(route)
 }
 
 /// A fresh request id: 32 hex digits, a random per-process prefix and a counter (unique, and

@@ -286,7 +286,7 @@ async fn serve_with(
             _ = &mut shutdown => break,
         };
         let _ = stream.set_nodelay(true);
-        let app = app.clone();
+        let (app, service) = (app.clone(), service.clone());
         let activity = conn::Activity::new();
         let act = activity.clone();
         let body_timeout = config.body_timeout;
@@ -298,12 +298,20 @@ async fn serve_with(
                 .unwrap_or(peer.ip());
             let (mut parts, body) = req.into_parts();
             parts.extensions.insert(ClientAddr(ip));
-            let body = axum::body::Body::new(conn::TimedBody::new(body, body_timeout, act.clone()));
-            let (app, act) = (app.clone(), act.clone());
+            // Status polls skip the router (see `api::fast_status`); their body, if any, is
+            // ignored there as by the routed handler.
+            let fast = api::is_fast_status(&parts);
+            let body = (!fast).then(|| {
+                axum::body::Body::new(conn::TimedBody::new(body, body_timeout, act.clone()))
+            });
+            let (app, act, service) = (app.clone(), act.clone(), service.clone());
             async move {
-                let mut resp = match app.oneshot(Request::from_parts(parts, body)).await {
-                    Ok(r) => r,
-                    Err(never) => match never {},
+                let mut resp = match body {
+                    None => api::fast_status(&service, parts).await,
+                    Some(body) => match app.oneshot(Request::from_parts(parts, body)).await {
+                        Ok(r) => r,
+                        Err(never) => match never {},
+                    },
                 };
                 if act.close_requested() {
                     resp.headers_mut().insert(

@@ -22,6 +22,7 @@ every_store!(
     await_returns_at_once_and_wakes,
     wrong_review_tokens_are_not_found,
     labels_rename_buttons_only,
+    status_fast_path_answers_as_the_router_does,
 );
 
 async fn approval_json_lifecycle(kind: StoreKind) {
@@ -556,4 +557,109 @@ async fn labels_rename_buttons_only(kind: StoreKind) {
         )
         .await;
     assert_eq!(r.status, 400);
+}
+
+/// `GET /v1/elicitations/{id}` is answered before the router (`api::fast_status`); the same URL
+/// with an empty query string goes through the router. Both must give the same answer, byte for
+/// byte and header for header, for every kind of outcome.
+async fn status_fast_path_answers_as_the_router_does(kind: StoreKind) {
+    use crate::harness::ACME_KEY;
+    let routed = reqwest::Url::parse("http://h/v1/elicitations/x?").unwrap();
+    assert_eq!(routed.query(), Some(""), "an empty query survives");
+    let f = Fixture::new(kind, 1).await;
+    let (api, beta) = (f.acme(), f.beta());
+    let pending = api.approval().await;
+    let decided = api.approval().await;
+    let d = api
+        .decide(&decided.token, json!({"decision": "declined"}))
+        .await;
+    assert_eq!(d.status, 200);
+    let foreign = beta.approval().await;
+    let bearer = format!("Bearer {ACME_KEY}");
+    let cases: Vec<(&str, &str, Option<&str>, Option<&str>)> = vec![
+        ("pending", &pending.id, Some(&bearer), None),
+        ("declined", &decided.id, Some(&bearer), None),
+        ("another tenant's", &foreign.id, Some(&bearer), None),
+        (
+            "unknown",
+            "0b7e6a3c-58a4-4b7e-9d7e-3f1c2a9b8d10",
+            Some(&bearer),
+            None,
+        ),
+        ("malformed", "not-an-id", Some(&bearer), None),
+        ("no key", &pending.id, None, None),
+        ("wrong scheme", &pending.id, Some("Basic eDp5"), None),
+        (
+            "wrong key",
+            &pending.id,
+            Some("Bearer nope-nope-nope-nope"),
+            None,
+        ),
+        (
+            "own request id",
+            &pending.id,
+            Some(&bearer),
+            Some("trace-42.a:b"),
+        ),
+        (
+            "bad request id",
+            &pending.id,
+            Some(&bearer),
+            Some("bad id!"),
+        ),
+    ];
+    let http = reqwest::Client::new();
+    for (what, id, auth, rid) in cases {
+        let mut answers = Vec::new();
+        for suffix in ["", "?"] {
+            let mut req = http.get(format!("{}/v1/elicitations/{id}{suffix}", f.apps[0].base));
+            if let Some(a) = auth {
+                req = req.header("authorization", a);
+            }
+            if let Some(r) = rid {
+                req = req.header("x-request-id", r);
+            }
+            let r = req.send().await.unwrap();
+            let status = r.status().as_u16();
+            let mut headers: Vec<(String, String)> = r
+                .headers()
+                .iter()
+                .filter(|(k, _)| k.as_str() != "date")
+                .map(|(k, v)| (k.to_string(), v.to_str().unwrap().to_string()))
+                .collect();
+            headers.sort();
+            let request_id = r
+                .headers()
+                .get("x-request-id")
+                .map(|v| v.to_str().unwrap().to_string())
+                .unwrap_or_default();
+            headers.retain(|(k, _)| k != "x-request-id");
+            let body = r.bytes().await.unwrap();
+            answers.push((status, headers, body, request_id));
+        }
+        let (fast, routed) = (&answers[0], &answers[1]);
+        assert_eq!(fast.0, routed.0, "{what}: status");
+        assert_eq!(fast.1, routed.1, "{what}: headers");
+        assert_eq!(fast.2, routed.2, "{what}: body");
+        match rid {
+            Some(r) if !r.contains(' ') => {
+                assert_eq!(fast.3, r, "{what}");
+                assert_eq!(routed.3, r, "{what}");
+            }
+            _ => {
+                for a in [&fast.3, &routed.3] {
+                    assert!(
+                        a.len() == 32 && a.bytes().all(|b| b.is_ascii_hexdigit()),
+                        "{what}: {a}"
+                    );
+                }
+            }
+        }
+        let expect = match what {
+            "pending" | "own request id" | "bad request id" | "declined" => 200,
+            "no key" | "wrong scheme" | "wrong key" => 401,
+            _ => 404,
+        };
+        assert_eq!(fast.0, expect, "{what}: {:?}", fast.2);
+    }
 }
