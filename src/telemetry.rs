@@ -339,11 +339,6 @@ impl Observed {
     }
 }
 
-/// The shared name of a route (a metric label), e.g. `/v1/elicitations/{id}`.
-pub fn route(route: &str) -> std::sync::Arc<str> {
-    route_name(route)
-}
-
 /// A fresh request id: 32 hex digits, a random per-process prefix and a counter (unique, and
 /// no system call or allocation beyond the header per request).
 fn new_request_id() -> HeaderValue {
@@ -384,8 +379,9 @@ fn method_label(m: &axum::http::Method) -> &'static str {
     }
 }
 
-/// Routes are a fixed set (matched paths): one shared name each.
-fn route_name(route: &str) -> std::sync::Arc<str> {
+/// Routes are a fixed set (matched paths): one shared name each (a metric label, e.g.
+/// `/v1/elicitations/{id}`).
+pub fn route_name(route: &str) -> std::sync::Arc<str> {
     thread_local! {
         static ROUTES: std::cell::RefCell<std::collections::HashMap<String, std::sync::Arc<str>>> =
             Default::default();

@@ -200,10 +200,15 @@ pub async fn fast_status(
     let seen = crate::telemetry::Observed::begin(
         &parts.method,
         &mut parts.headers,
-        crate::telemetry::route(STATUS_ROUTE),
+        crate::telemetry::route_name(STATUS_ROUTE),
     );
     let answer = async {
-        let id = &parts.uri.path()[STATUS_PREFIX.len()..];
+        // (`is_fast_status` checked the shape; anything else reads as an unknown id.)
+        let id = parts
+            .uri
+            .path()
+            .strip_prefix(STATUS_PREFIX)
+            .unwrap_or_default();
         let key = parts
             .headers
             .get(axum::http::header::AUTHORIZATION)

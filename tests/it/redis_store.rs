@@ -185,8 +185,27 @@ async fn status_reads_are_one_batched_script_call() {
 /// the deadline — is seen by the very next poll.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn status_cache_serves_repeat_polls_and_never_a_stale_answer() {
-    let f = Fixture::own(StoreKind::Redis, 2, |c| c.delivery_worker = false).await;
-    let redis = f.redis.as_ref().unwrap();
+    status_cache_repeat_polls(StoreKind::Redis).await;
+}
+
+/// The same through Sentinel (the cache's other topology): the primary it found carries the
+/// tracked connections.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn status_cache_serves_repeat_polls_and_never_a_stale_answer_on_sentinel() {
+    status_cache_repeat_polls(StoreKind::Sentinel).await;
+}
+
+/// The primary among a fixture's data nodes.
+fn primary(f: &Fixture) -> &RedisServer {
+    f.data_nodes()
+        .into_iter()
+        .find(|n| n.info("role").as_deref() == Some("master"))
+        .expect("a primary")
+}
+
+async fn status_cache_repeat_polls(kind: StoreKind) {
+    let f = Fixture::own(kind, 2, |c| c.delivery_worker = false).await;
+    let redis = primary(&f);
     let (a, b) = (f.acme(), f.other());
     let stats = || commandstats(&redis.cli(&["INFO", "commandstats"]).unwrap());
 
@@ -310,9 +329,18 @@ async fn status_cache_serves_repeat_polls_and_never_a_stale_answer() {
 /// must include the write.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn status_cache_applies_an_invalidation_that_arrives_with_the_reply() {
+    status_cache_invalidation_with_the_reply(StoreKind::Redis).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn status_cache_applies_an_invalidation_that_arrives_with_the_reply_on_sentinel() {
+    status_cache_invalidation_with_the_reply(StoreKind::Sentinel).await;
+}
+
+async fn status_cache_invalidation_with_the_reply(kind: StoreKind) {
     use std::io::Write;
-    let f = Fixture::own(StoreKind::Redis, 1, |c| c.delivery_worker = false).await;
-    let redis = f.redis.as_ref().unwrap();
+    let f = Fixture::own(kind, 1, |c| c.delivery_worker = false).await;
+    let redis = primary(&f);
     let a = f.acme();
     let resp = |args: &[&str]| {
         let mut out = format!("*{}\r\n", args.len());

@@ -72,7 +72,7 @@ const MAX_BATCH: usize = 256;
 /// Reads queued (not yet sent) at most; further callers wait for room.
 const QUEUE: usize = 8192;
 /// A cache entry is never used once it is this old (see the module docs).
-pub(super) const MAX_AGE: Duration = Duration::from_secs(1);
+const MAX_AGE: Duration = Duration::from_secs(1);
 /// Invalidations remembered for the fill guard; a call older than the oldest forgotten one
 /// fills nothing.
 const RECENT: usize = 1024;
@@ -139,26 +139,15 @@ impl ReadBatcher {
 
     /// Whether the connection the reads go out on is up (reads fail at once when it is not).
     pub(super) fn is_connected(&self) -> bool {
-        match &self.ctx.clients {
-            Clients::Pool(p) => p.next_connected().is_connected(),
-            Clients::One(c) => c.is_connected(),
-            Clients::Cached(c) => c.client.is_connected(),
-        }
+        self.ctx.clients.pick().is_connected()
     }
 
     /// Wait (unbounded: the caller bounds it) until the connection the reads use is up.
     pub(super) async fn wait_for_connect(&self) {
-        match &self.ctx.clients {
-            Clients::Pool(p) => {
-                let _ = p.wait_for_connect().await;
-            }
-            Clients::One(c) => {
-                let _ = c.wait_for_connect().await;
-            }
-            Clients::Cached(c) => {
-                let _ = c.client.wait_for_connect().await;
-            }
-        }
+        let _ = match &self.ctx.clients {
+            Clients::Pool(p) => p.wait_for_connect().await,
+            c => c.pick().wait_for_connect().await,
+        };
     }
 
     /// Read `fields` of hash `key`, with the Redis clock read just before them. A `cacheable`
