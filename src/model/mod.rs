@@ -16,8 +16,10 @@ use serde::{Deserialize, Serialize};
 pub struct ElicitationId(uuid::Uuid);
 
 impl ElicitationId {
+    /// A random (v4) id, from the thread's CSPRNG (no system call per id, unlike
+    /// `Uuid::new_v4`).
     pub fn random() -> Self {
-        ElicitationId(uuid::Uuid::new_v4())
+        ElicitationId(uuid::Builder::from_random_bytes(rand::random()).into_uuid())
     }
     /// The id as a number (picks its storage shard).
     pub fn as_u128(self) -> u128 {
@@ -38,9 +40,19 @@ impl fmt::Display for ElicitationId {
     }
 }
 
-/// A tenant name: 1–64 chars of `[A-Za-z0-9_.-]`. Every elicitation belongs to one.
+/// On the wire: the canonical hyphenated form (as [`Display`](fmt::Display)), written without
+/// the formatting machinery.
+impl Serialize for ElicitationId {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut buf = uuid::Uuid::encode_buffer();
+        s.serialize_str(self.0.hyphenated().encode_lower(&mut buf))
+    }
+}
+
+/// A tenant name: 1–64 chars of `[A-Za-z0-9_.-]`. Every elicitation belongs to one. (Shared:
+/// every authenticated request takes a copy.)
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
-pub struct Tenant(String);
+pub struct Tenant(std::sync::Arc<str>);
 
 impl Tenant {
     pub fn new(name: &str) -> Result<Self, String> {
@@ -54,7 +66,7 @@ impl Tenant {
                 "tenant name {name:?} must be 1–64 chars of [A-Za-z0-9_.-]"
             ));
         }
-        Ok(Tenant(name.to_string()))
+        Ok(Tenant(name.into()))
     }
     pub fn as_str(&self) -> &str {
         &self.0
@@ -165,9 +177,73 @@ pub struct Labels {
 
 /// Format epoch milliseconds as RFC 3339 UTC with millisecond precision.
 pub fn rfc3339(ms: i64) -> String {
-    chrono::DateTime::from_timestamp_millis(ms)
-        .unwrap_or_default()
-        .to_rfc3339_opts(chrono::SecondsFormat::Millis, true)
+    Timestamp(ms).to_string()
+}
+
+/// Epoch milliseconds that serialize (and display) as RFC 3339 UTC with millisecond precision,
+/// `2025-01-31T14:30:00.000Z`: what every time on the wire looks like. Written by hand for the
+/// years 0–9999 (every time the service makes), the same bytes as chrono's
+/// `to_rfc3339_opts(Millis, true)`, which writes the rest.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Timestamp(pub i64);
+
+impl Timestamp {
+    /// The 24 bytes for years 0–9999.
+    fn fast(self) -> Option<[u8; 24]> {
+        let secs = self.0.div_euclid(1000);
+        let millis = self.0.rem_euclid(1000) as u32;
+        let (days, sod) = (secs.div_euclid(86_400), secs.rem_euclid(86_400) as u32);
+        // Days to civil date (Howard Hinnant's algorithm, proleptic Gregorian).
+        let z = days.checked_add(719_468)?;
+        let era = z.div_euclid(146_097);
+        let doe = z.rem_euclid(146_097) as u32;
+        let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+        let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+        let mp = (5 * doy + 2) / 153;
+        let day = doy - (153 * mp + 2) / 5 + 1;
+        let month = if mp < 10 { mp + 3 } else { mp - 9 };
+        let year = era * 400 + yoe as i64 + i64::from(month <= 2);
+        if !(0..=9999).contains(&year) {
+            return None;
+        }
+        let mut b = *b"0000-00-00T00:00:00.000Z";
+        let mut put = |at: usize, width: usize, mut v: u32| {
+            for i in (at..at + width).rev() {
+                b[i] = b'0' + (v % 10) as u8;
+                v /= 10;
+            }
+        };
+        put(0, 4, year as u32);
+        put(5, 2, month);
+        put(8, 2, day);
+        put(11, 2, sod / 3600);
+        put(14, 2, sod / 60 % 60);
+        put(17, 2, sod % 60);
+        put(20, 3, millis);
+        Some(b)
+    }
+
+    fn with_str<R>(self, f: impl FnOnce(&str) -> R) -> R {
+        match self.fast() {
+            // ASCII digits and separators only.
+            Some(b) => f(std::str::from_utf8(&b).unwrap_or_default()),
+            None => f(&chrono::DateTime::from_timestamp_millis(self.0)
+                .unwrap_or_default()
+                .to_rfc3339_opts(chrono::SecondsFormat::Millis, true)),
+        }
+    }
+}
+
+impl fmt::Display for Timestamp {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.with_str(|s| f.write_str(s))
+    }
+}
+
+impl Serialize for Timestamp {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        self.with_str(|t| s.serialize_str(t))
+    }
 }
 
 /// `2025-01-31 14:30 UTC`: a time as shown to people (the page, emails, Slack), the same for
@@ -208,6 +284,64 @@ mod tests {
             Status::effective(Status::Submitted, 99, 10),
             Status::Submitted
         );
+    }
+
+    #[test]
+    fn timestamps_are_written_as_chrono_writes_them() {
+        let chrono_way = |ms: i64| {
+            chrono::DateTime::from_timestamp_millis(ms)
+                .unwrap_or_default()
+                .to_rfc3339_opts(chrono::SecondsFormat::Millis, true)
+        };
+        let mut cases: Vec<i64> = vec![
+            0,
+            -1,
+            1,
+            999,
+            1000,
+            -1000,
+            -1001,
+            951_782_400_000,     // 2000-02-29
+            951_868_799_999,     // 2000-02-29T23:59:59.999
+            4_107_542_400_000,   // 2100-03-01
+            253_402_300_799_999, // 9999-12-31T23:59:59.999
+            253_402_300_800_000, // 10000-01-01: chrono's "+10000-…"
+            -62_167_219_200_000, // 0000-01-01
+            -62_167_219_200_001, // just before year 0: chrono's "-0001-…"
+            i64::MAX,
+            i64::MIN,
+            8_210_266_876_799_999,  // chrono's last representable millisecond
+            -8_334_601_228_800_000, // and its first
+        ];
+        // Every day boundary of four centuries (leap rules), and random instants besides.
+        let day = 86_400_000i64;
+        cases.extend((-200_000..200_000).map(|d| d * day + (d.rem_euclid(7) * 3_599_999)));
+        use rand::Rng;
+        let mut rng = rand::rng();
+        cases.extend(
+            (0..200_000)
+                .map(|_| rng.random_range(-9_000_000_000_000_000..9_000_000_000_000_000i64)),
+        );
+        cases.extend(
+            (0..200_000).map(|_| rng.random_range(-70_000_000_000_000..300_000_000_000_000i64)),
+        );
+        for ms in cases {
+            let ours = Timestamp(ms);
+            assert_eq!(ours.to_string(), chrono_way(ms), "{ms}");
+            assert_eq!(
+                serde_json::to_string(&ours).unwrap(),
+                serde_json::to_string(&chrono_way(ms)).unwrap(),
+                "{ms}"
+            );
+        }
+    }
+
+    #[test]
+    fn ids_serialize_as_displayed() {
+        for _ in 0..100 {
+            let id = ElicitationId::random();
+            assert_eq!(serde_json::to_string(&id).unwrap(), format!("\"{id}\""));
+        }
     }
 
     #[test]

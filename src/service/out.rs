@@ -7,7 +7,7 @@ use serde_json::value::RawValue;
 
 use crate::{
     kinds::{Answer, Kind, Outcome, Spec},
-    model::{rfc3339, Decision, ElicitationId, Status},
+    model::{rfc3339, Decision, ElicitationId, Status, Timestamp},
     store::{AuditEvent, Channel, Delivery, DeliveryState, StatusView},
 };
 
@@ -57,17 +57,26 @@ pub struct VoteOut {
     pub at: String,
 }
 
-/// Answer to status / await.
+/// Answer to status / await. (Id and times are kept as values and written straight into the
+/// JSON: this is the answer to every poll.)
 #[derive(Debug, Clone, Serialize, utoipa::ToSchema, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct StatusOut {
-    pub elicitation_id: String,
+    #[schema(value_type = String)]
+    #[schemars(with = "String")]
+    pub elicitation_id: ElicitationId,
     pub kind: Kind,
     pub status: Status,
-    pub created_at: String,
-    pub expires_at: String,
+    #[schema(value_type = String)]
+    #[schemars(with = "String")]
+    pub created_at: Timestamp,
+    #[schema(value_type = String)]
+    #[schemars(with = "String")]
+    pub expires_at: Timestamp,
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub decided_at: Option<String>,
+    #[schema(value_type = Option<String>)]
+    #[schemars(with = "Option<String>")]
+    pub decided_at: Option<Timestamp>,
     /// With named reviewers: submits so far and the quorum.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub votes: Option<VotesOut>,
@@ -76,12 +85,12 @@ pub struct StatusOut {
 impl From<&StatusView> for StatusOut {
     fn from(v: &StatusView) -> Self {
         StatusOut {
-            elicitation_id: v.id.to_string(),
+            elicitation_id: v.id,
             kind: v.kind,
             status: v.status,
-            created_at: rfc3339(v.created_ms),
-            expires_at: rfc3339(v.expires_ms),
-            decided_at: v.decided_ms.map(rfc3339),
+            created_at: Timestamp(v.created_ms),
+            expires_at: Timestamp(v.expires_ms),
+            decided_at: v.decided_ms.map(Timestamp),
             votes: v
                 .votes
                 .map(|(submitted, needed)| VotesOut { submitted, needed }),

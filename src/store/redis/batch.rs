@@ -24,13 +24,15 @@
 //! connection read and pushes an invalidation *on that same connection* when one changes
 //! (any client's write, a deletion, an expiry). A status read whose record is cached still
 //! takes the batch's round trip — a `read.lua` call that reads the clock and the batch's other
-//! records —, and is answered from the cache only once that reply is in:
+//! records, or a bare `TIME` when every read of the batch is cached —, and is answered from the
+//! cache only once that reply is in:
 //!
 //! - **Still fresh and exact.** A write that ran before the call ran queued its invalidation on
 //!   the connection before the call's reply, and fred hands pushes on in wire order, before the
 //!   reply reaches us; so after the reply, with every invalidation received so far applied, a
 //!   cached record is the record as it was when the call's `TIME` ran: the same answer
-//!   `read.lua` would have given. A decision made through another replica and answered before
+//!   `read.lua` would have given. (A bare `TIME` is the same barrier at a tenth of the script's
+//!   cost to Redis; most batches of a busy poller are all cached.) A decision made through another replica and answered before
 //!   the poll was sent is therefore always seen, and `expired` never flips.
 //! - **Filling is guarded.** A record read by a call is cached only when no invalidation of its
 //!   key arrived since the call was sent (it may be for a write after the read), and only on a
@@ -42,6 +44,11 @@
 //!   drops the keyless one Redis sends after `FLUSHALL`).
 //!
 //! On a Cluster the batcher does not cache: a slot move would have to be followed per node.
+//!
+//! **Cheap per read.** A read is its id, not its key: a key is built only for a read the call
+//! makes; the cache is keyed by id (invalidations name keys, which are parsed back); a cached
+//! row is shared (`Arc`), not copied, with each read it answers; and the clock is read once per
+//! batch for the entries' age.
 
 use std::{
     collections::{HashMap, VecDeque},
@@ -61,8 +68,11 @@ use tokio::{
     time::Instant,
 };
 
-use super::{codec::redis_now, conn::map_err};
-use crate::error::{Error, Result};
+use super::{codec::redis_now, conn::map_err, keys::Keys};
+use crate::{
+    error::{Error, Result},
+    model::ElicitationId,
+};
 
 /// Calls outstanding at most. Two keep Redis busy while the next batch gathers; more would
 /// only make batches smaller (measured: docs/benchmarks.md).
@@ -82,12 +92,35 @@ const COUNTS: [&str; 16] = [
     "0", "1", "2", "3", "4", "5", "6", "7", "8", "9", "10", "11", "12", "13", "14", "15",
 ];
 
+/// One record's values, in the order of the fields asked for (`None`: no such field or record).
+/// Shared: the status cache hands the same row to every read it answers.
+pub(super) type Values = Arc<[Option<String>]>;
+
 /// `(Redis TIME in ms, the requested fields in order)`.
-pub(super) type Read = Result<(i64, Vec<Option<String>>)>;
+pub(super) type Read = Result<(i64, Values)>;
+
+/// Cache entries by id: ids are random (server-chosen), so their own bits are the hash.
+type IdMap<V> = HashMap<ElicitationId, V, std::hash::BuildHasherDefault<IdHasher>>;
+
+#[derive(Default)]
+struct IdHasher(u64);
+
+impl std::hash::Hasher for IdHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        // `ElicitationId` hashes its 16 bytes in one call (uuid's `Hash`); fold them.
+        for chunk in bytes.chunks(8) {
+            let mut b = [0u8; 8];
+            b[..chunk.len()].copy_from_slice(chunk);
+            self.0 = self.0.rotate_left(5) ^ u64::from_le_bytes(b);
+        }
+    }
+}
 
 struct Job {
-    key: String,
-    slot: u16,
+    id: ElicitationId,
     fields: &'static [&'static str],
     /// A status read, which the cache may answer.
     cacheable: bool,
@@ -109,7 +142,7 @@ pub(super) enum Clients {
 }
 
 impl Clients {
-    fn pick(&self) -> &Client {
+    pub(super) fn pick(&self) -> &Client {
         match self {
             Clients::Pool(p) => p.next_connected(),
             Clients::One(c) => c,
@@ -122,16 +155,18 @@ struct Ctx {
     clients: Clients,
     script: Script,
     clustered: bool,
+    keys: Keys,
 }
 
 impl ReadBatcher {
     /// Start the batching task on the current runtime, sending its calls to `clients`.
-    pub(super) fn spawn(clients: Clients) -> Self {
+    pub(super) fn spawn(clients: Clients, keys: Keys) -> Self {
         let (tx, rx) = mpsc::channel(QUEUE);
         let ctx = Arc::new(Ctx {
             clustered: clients.pick().is_clustered(),
             clients,
             script: Script::from_lua(include_str!("../../../lua/read.lua")),
+            keys,
         });
         tokio::spawn(run(ctx.clone(), rx, Arc::new(Semaphore::new(IN_FLIGHT))));
         ReadBatcher { tx, ctx }
@@ -150,21 +185,19 @@ impl ReadBatcher {
         };
     }
 
-    /// Read `fields` of hash `key`, with the Redis clock read just before them. A `cacheable`
+    /// Read `fields` of record `id`, with the Redis clock read just before them. A `cacheable`
     /// read (a status read) may be answered from the cache, as exactly (see the module docs).
     pub(super) async fn read(
         &self,
-        key: String,
+        id: ElicitationId,
         fields: &'static [&'static str],
         cacheable: bool,
     ) -> Read {
         debug_assert!(fields.len() < COUNTS.len());
         let (reply, rx) = oneshot::channel();
-        let slot = redis_keyslot(key.as_bytes());
         self.tx
             .send(Job {
-                key,
-                slot,
+                id,
                 fields,
                 cacheable,
                 reply,
@@ -193,15 +226,16 @@ async fn run(ctx: Arc<Ctx>, mut rx: mpsc::Receiver<Job>, in_flight: Arc<Semaphor
                 Clients::Cached(cache) => send_cached(&ctx, cache, batch).await,
                 _ if ctx.clustered => {
                     let client = ctx.clients.pick().clone();
-                    let mut groups: Vec<Vec<Job>> = Vec::new();
+                    let mut groups: Vec<(u16, Vec<Job>)> = Vec::new();
                     for job in batch {
-                        match groups.iter_mut().find(|g| g[0].slot == job.slot) {
-                            Some(g) => g.push(job),
-                            None => groups.push(vec![job]),
+                        let slot = redis_keyslot(ctx.keys.record(job.id).as_bytes());
+                        match groups.iter_mut().find(|g| g.0 == slot) {
+                            Some(g) => g.1.push(job),
+                            None => groups.push((slot, vec![job])),
                         }
                     }
                     let mut sends = tokio::task::JoinSet::new();
-                    for g in groups {
+                    for (_, g) in groups {
                         let (ctx, client) = (ctx.clone(), client.clone());
                         sends.spawn(async move { send(&ctx, &client, g).await });
                     }
@@ -218,13 +252,29 @@ async fn run(ctx: Arc<Ctx>, mut rx: mpsc::Receiver<Job>, in_flight: Arc<Semaphor
 }
 
 /// One `read.lua` call for `jobs` (all in one hash slot under Cluster): the Redis clock and
-/// each job's fields, in order.
+/// each job's fields, in order. No jobs: a bare `TIME` (the cache's barrier).
 async fn call(
     ctx: &Ctx,
     client: &Client,
     jobs: &[Job],
-) -> std::result::Result<(Result<i64>, Vec<Result<Vec<Option<String>>>>), RedisError> {
-    let keys: Vec<&str> = jobs.iter().map(|j| j.key.as_str()).collect();
+) -> std::result::Result<(Result<i64>, Vec<Result<Values>>), RedisError> {
+    if jobs.is_empty() {
+        static TIME: std::sync::LazyLock<fred::types::CustomCommand> =
+            std::sync::LazyLock::new(|| {
+                fred::types::CustomCommand::new_static(
+                    "TIME",
+                    fred::types::ClusterHash::FirstKey,
+                    false,
+                )
+            });
+        let t: Vec<String> = client.custom(TIME.clone(), Vec::<Value>::new()).await?;
+        let now = match t.as_slice() {
+            [s, us] => redis_now(s, us),
+            _ => Err(Error::internal("bad TIME reply")),
+        };
+        return Ok((now, Vec::new()));
+    }
+    let keys: Vec<String> = jobs.iter().map(|j| ctx.keys.record(j.id)).collect();
     // Static strings: no copy per field per read.
     let mut args: Vec<Value> = Vec::with_capacity(jobs.iter().map(|j| j.fields.len() + 1).sum());
     for job in jobs {
@@ -243,7 +293,10 @@ async fn call(
     let rows = jobs
         .iter()
         .map(|_| match values.next() {
-            Some(v) => v.convert::<Vec<Option<String>>>().map_err(map_err),
+            Some(v) => v
+                .convert::<Vec<Option<String>>>()
+                .map(Values::from)
+                .map_err(map_err),
             None => Err(Error::internal("short read reply")),
         })
         .collect();
@@ -266,7 +319,7 @@ async fn send(ctx: &Ctx, client: &Client, jobs: Vec<Job>) {
     }
 }
 
-fn answer(now: &Result<i64>, row: Result<Vec<Option<String>>>) -> Read {
+fn answer(now: &Result<i64>, row: Result<Values>) -> Read {
     match now {
         Ok(now) => row.map(|r| (*now, r)),
         Err(_) => Err(Error::internal("bad TIME in read reply")),
@@ -297,6 +350,7 @@ async fn send_cached(ctx: &Ctx, cache: &Arc<Cache>, jobs: Vec<Job>) {
 pub(super) struct Cache {
     client: Client,
     capacity: usize,
+    keys: Keys,
     state: Mutex<State>,
 }
 
@@ -312,16 +366,16 @@ struct State {
     enabling: bool,
     /// The receivers were closed: never cache again.
     dead: bool,
-    /// Invalidated keys seen so far, and the most recent of them (for the fill guard).
+    /// Invalidated records seen so far, and the most recent of them (for the fill guard).
     seq: u64,
-    recent: VecDeque<(u64, String)>,
+    recent: VecDeque<(u64, ElicitationId)>,
     /// Invalidations numbered at or below this may be missing from `recent`.
     floor: u64,
-    entries: HashMap<String, Entry>,
+    entries: IdMap<Entry>,
 }
 
 struct Entry {
-    values: Vec<Option<String>>,
+    values: Values,
     at: Instant,
 }
 
@@ -334,8 +388,9 @@ struct Ticket {
 
 impl Cache {
     /// A cache over `client`, which must speak RESP3 and must not be connected yet (its first
-    /// connection is announced like a reconnect, and that starts tracking).
-    pub(super) fn new(client: Client, capacity: usize) -> Arc<Cache> {
+    /// connection is announced like a reconnect, and that starts tracking). `keys` names the
+    /// records (invalidations name keys).
+    pub(super) fn new(client: Client, capacity: usize, keys: Keys) -> Arc<Cache> {
         let state = State {
             invalidations: client.invalidation_rx(),
             reconnects: client.reconnect_rx(),
@@ -346,11 +401,12 @@ impl Cache {
             seq: 0,
             recent: VecDeque::new(),
             floor: 0,
-            entries: HashMap::new(),
+            entries: IdMap::default(),
         };
         Arc::new(Cache {
             client,
             capacity: capacity.max(1),
+            keys,
             state: Mutex::new(state),
         })
     }
@@ -380,11 +436,14 @@ impl Cache {
             match st.invalidations.try_recv() {
                 Ok(inv) => {
                     for key in &inv.keys {
-                        let Some(k) = key.as_str() else { continue };
-                        st.entries.remove(k);
+                        // Only record keys are read (and so tracked) on this connection.
+                        let Some(id) = key.as_str().and_then(|k| self.keys.id_of_channel(k)) else {
+                            continue;
+                        };
+                        st.entries.remove(&id);
                         st.seq += 1;
                         let seq = st.seq;
-                        st.recent.push_back((seq, k.to_owned()));
+                        st.recent.push_back((seq, id));
                         if st.recent.len() > RECENT {
                             if let Some((s, _)) = st.recent.pop_front() {
                                 st.floor = s;
@@ -421,14 +480,15 @@ impl Cache {
             seq: st.seq,
             tracked: st.tracked == Some(st.epoch),
         };
-        let (mut hits, mut misses) = (Vec::new(), Vec::with_capacity(jobs.len()));
+        let (mut hits, mut misses) = (Vec::with_capacity(jobs.len()), Vec::new());
+        let now = Instant::now();
         for job in jobs {
             let fresh = ticket.tracked
                 && job.cacheable
                 && st
                     .entries
-                    .get(&job.key)
-                    .is_some_and(|e| e.at.elapsed() < MAX_AGE);
+                    .get(&job.id)
+                    .is_some_and(|e| now.saturating_duration_since(e.at) < MAX_AGE);
             if fresh {
                 hits.push(job);
             } else {
@@ -451,9 +511,10 @@ impl Cache {
         ticket: &Ticket,
         now: &Result<i64>,
         hits: Vec<Job>,
-        read: impl Iterator<Item = (Job, Result<Vec<Option<String>>>)>,
+        read: impl Iterator<Item = (Job, Result<Values>)>,
     ) -> Vec<Job> {
         let mut st = self.lock();
+        let at = Instant::now();
         // Every push written before the reply has been received by now (wire order).
         self.sync(&mut st);
         let same = ticket.tracked && st.epoch == ticket.epoch && !st.dead;
@@ -468,16 +529,16 @@ impl Cache {
                         .iter()
                         .rev()
                         .take_while(|(s, _)| *s > ticket.seq)
-                        .any(|(_, k)| *k == job.key);
+                        .any(|(_, k)| *k == job.id);
                     if !changed {
-                        if st.entries.len() >= self.capacity && !st.entries.contains_key(&job.key) {
-                            st.evict(self.capacity);
+                        if st.entries.len() >= self.capacity && !st.entries.contains_key(&job.id) {
+                            st.evict(self.capacity, at);
                         }
                         st.entries.insert(
-                            job.key.clone(),
+                            job.id,
                             Entry {
                                 values: values.clone(),
-                                at: Instant::now(),
+                                at,
                             },
                         );
                     }
@@ -488,7 +549,7 @@ impl Cache {
         let mut again = Vec::new();
         for job in hits {
             let cached = match (same, now) {
-                (true, Ok(now)) => st.entries.get(&job.key).map(|e| (*now, e.values.clone())),
+                (true, Ok(now)) => st.entries.get(&job.id).map(|e| (*now, e.values.clone())),
                 _ => None,
             };
             match cached {
@@ -520,8 +581,9 @@ impl State {
     }
 
     /// Make room: drop the entries past their age, or all of them.
-    fn evict(&mut self, capacity: usize) {
-        self.entries.retain(|_, e| e.at.elapsed() < MAX_AGE);
+    fn evict(&mut self, capacity: usize, now: Instant) {
+        self.entries
+            .retain(|_, e| now.saturating_duration_since(e.at) < MAX_AGE);
         if self.entries.len() >= capacity {
             self.entries.clear();
         }

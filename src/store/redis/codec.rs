@@ -1,6 +1,7 @@
 //! Decoding what Redis returns: record fields by name (never by position), the `TIME` reply,
 //! and the replies of our scripts (`{"ok", …}`, `{"no", …}`, `{"err", code}`).
 
+use super::batch::Values;
 use crate::{
     error::{Error, Result},
     kinds::Kind,
@@ -45,11 +46,11 @@ pub(super) const REPLAY: Fields = Fields(&[
 /// One record's values for a [`Fields`] list; `None` for a missing field (or record).
 pub(super) struct Row {
     names: &'static [&'static str],
-    values: Vec<Option<String>>,
+    values: Values,
 }
 
 impl Row {
-    pub(super) fn new(fields: &Fields, values: Vec<Option<String>>) -> Result<Row> {
+    pub(super) fn new(fields: &Fields, values: Values) -> Result<Row> {
         if values.len() != fields.0.len() {
             return Err(Error::internal(
                 "record read returned the wrong number of fields",
@@ -68,9 +69,14 @@ impl Row {
         i.and_then(|i| self.values[i].as_deref())
     }
 
+    /// The value of `name`, owned: taken when the row is not shared (a read the cache did not
+    /// answer), else copied.
     pub(super) fn take(&mut self, name: &str) -> Option<String> {
         let i = self.names.iter().position(|n| *n == name)?;
-        self.values[i].take()
+        match std::sync::Arc::get_mut(&mut self.values) {
+            Some(v) => v[i].take(),
+            None => self.values[i].clone(),
+        }
     }
 
     pub(super) fn int(&self, name: &str) -> Result<i64> {
@@ -153,7 +159,8 @@ mod tests {
                 s("2"),
                 None,
                 s("1/2"),
-            ],
+            ]
+            .into(),
         )
         .unwrap();
         assert_eq!(row.get("tenant"), Some("acme"));
@@ -162,7 +169,7 @@ mod tests {
         assert_eq!(row.get("tally"), Some("1/2"));
         assert_eq!(row.status().unwrap(), Status::Pending);
         assert_eq!(row.kind().unwrap(), Kind::Approval);
-        assert!(Row::new(&STATUS, vec![None]).is_err());
+        assert!(Row::new(&STATUS, vec![None].into()).is_err());
     }
 
     #[test]

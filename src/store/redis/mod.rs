@@ -272,7 +272,7 @@ impl RedisStore {
         let local = local::get(self.id);
         let reads = local.as_ref().map_or(&self.reads, |l| &l.reads);
         let out = if reads.is_connected() {
-            reads.read(self.keys.record(id), fields.0, cached).await
+            reads.read(id, fields.0, cached).await
         } else {
             Err(unavailable("redis is not connected"))
         };
@@ -511,13 +511,14 @@ impl RedisStore {
 /// allows (see `batch.rs`), else sending its calls to `fallback`.
 fn reads_for(s: &RedisSettings, fallback: Clients) -> std::result::Result<ReadBatcher, RedisError> {
     let clustered = RedisConfig::from_url(&s.url)?.server.is_clustered();
+    let keys = Keys::new(&s.prefix);
     if clustered || s.status_cache == 0 {
-        return Ok(ReadBatcher::spawn(fallback));
+        return Ok(ReadBatcher::spawn(fallback, keys));
     }
     let reader = conn::build_reader(s)?;
-    let cache = Cache::new(reader.clone(), s.status_cache);
+    let cache = Cache::new(reader.clone(), s.status_cache, keys.clone());
     conn::connect_supervised(&reader);
-    Ok(ReadBatcher::spawn(Clients::Cached(cache)))
+    Ok(ReadBatcher::spawn(Clients::Cached(cache), keys))
 }
 
 /// The token hashes that open a new record's page: its reviewers' (named reviewers), else its
