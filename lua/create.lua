@@ -1,61 +1,93 @@
--- create.lua: create a pending elicitation.
--- KEYS[1] record hash   KEYS[2] audit list   KEYS[3] the shard's deadline index
--- KEYS[4] the shard's delivery queue   KEYS[5] the record's delivery list
--- KEYS[6..8] the `created` event's deliveries (webhook: unused, email, slack; see outbox.lua)
--- ARGV[1] expires_in_ms  ARGV[2] retention_ms  ARGV[3] kind  ARGV[4] tenant
--- ARGV[5] spec JSON      ARGV[6] review token hash  ARGV[7] token salt  ARGV[8] actor
--- ARGV[9] webhook URL ("" for none)  ARGV[10] "1" to include the result in webhook events
--- ARGV[11] the elicitation id   ARGV[12] email recipients (JSON array, "" for none)
--- ARGV[13] Slack incoming-webhook URL ("" for none)   ARGV[14..16] the `created` delivery ids
--- ARGV[17] named reviewers and quorum (panel JSON, "" for none)   ARGV[18] its tally "0/M"
--- KEYS[9..] review-index keys to point at the id (single Redis only: on a Cluster they are in
---   other slots and the caller writes them itself, before this call)   ARGV[19] their TTL in ms
--- Returns {"ok", created_ms, expires_ms}. If the record exists with the same token hash, this is
--- a client retry of a create that already ran: the same answer, nothing written. Another record
--- under the id is {"err", "conflict"} (an id collision).
+-- create.lua: create pending elicitations — one, or a batch of the creates that arrived together
+-- (src/store/redis/create_batch.rs), each exactly as if created alone.
+-- ARGV[1] the number of creates; then, per create: its number of keys, its number of arguments,
+--   and those arguments. KEYS: each create's keys, in the same order.
+-- Returns one reply per create, in order: {"ok", created_ms, expires_ms}, {"err", "conflict"}
+-- (another record under the id: an id collision), or {"fail", message} when a Redis command of
+-- that create failed (out of memory, say): the other creates of the batch are not affected.
+--
+-- One create's keys and arguments:
+-- K[1] record hash   K[2] audit list
+-- K[3 .. 2+n] review-index keys to point at the id, n = A[10] (single Redis only: on a Cluster
+--   they are in other slots and the caller writes them itself, before this call)
+-- With delivery targets (A[11] = "1"), after those: the shard's deadline index, the shard's
+--   delivery queue, the record's delivery list, and the `created` event's deliveries (webhook:
+--   unused, email, slack; see outbox.lua), whose ids are A[13..15].
+-- A[1] expires_in_ms  A[2] retention_ms  A[3] kind  A[4] tenant  A[5] spec JSON
+-- A[6] review token hash  A[7] token salt  A[8] actor  A[9] the elicitation id
+-- A[10] n, the number of review-index keys   A[11] "1" with delivery targets, else "0"
+-- A[12] the review index's TTL in ms
+-- A[13..15] with delivery targets: the `created` delivery ids
+-- A[13 or 16 ..] more record fields, as name/value pairs (webhook_url and webhook_result,
+--   notify_email, notify_slack, panel and tally: only those the request has)
+-- Only what a request uses is passed: a plain request is two keys, its index and twelve
+-- arguments (argument count and unused outbox keys were a third of this script's cost).
+--
+-- If the record exists with the same token hash, this is a client retry of a create that
+-- already ran: the same answer, nothing written.
 -- A record with a webhook or a notification target joins the deadline index, so its "expired"
 -- event can be emitted; one with notification targets gets its `created` deliveries (the
 -- notifications that carry the review link) in this same step.
--- Clock: Redis TIME. Keys expire at expires_ms + retention_ms. Publishes nothing.
-local have = redis.call('HMGET', KEYS[1], 'token_hash', 'created_ms', 'expires_ms')
-if have[1] then
-  if have[1] == ARGV[6] then
-    return {'ok', have[2], have[3]}
-  end
-  return {'err', 'conflict'}
-end
+-- Clock: Redis TIME, once per call. Keys expire at expires_ms + retention_ms. Publishes nothing.
+-- (Milliseconds are whole numbers far below 2^53: '%d' writes them exactly, and costs Redis a
+-- fraction of '%.0f'.)
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-local exp = now + tonumber(ARGV[1])
-local nows = string.format('%.0f', now)
-local exps = string.format('%.0f', exp)
-redis.call('HSET', KEYS[1],
-  'kind', ARGV[3], 'tenant', ARGV[4], 'status', 'pending',
-  'created_ms', nows, 'expires_ms', exps, 'spec', ARGV[5],
-  'token_hash', ARGV[6], 'token_salt', ARGV[7])
-if ARGV[9] ~= '' then
-  redis.call('HSET', KEYS[1], 'webhook_url', ARGV[9], 'webhook_result', ARGV[10])
+local nows = string.format('%d', now)
+
+-- The create whose keys start at KEYS[k + 1] and arguments at ARGV[a + 1] (K[i] below is
+-- KEYS[k + i], A[i] is ARGV[a + i]); na arguments.
+local function create(k, a, na)
+  local rec, audit = KEYS[k + 1], KEYS[k + 2]
+  local have = redis.call('HGET', rec, 'token_hash')
+  if have then
+    if have == ARGV[a + 6] then
+      local f = redis.call('HMGET', rec, 'created_ms', 'expires_ms')
+      return {'ok', f[1], f[2]}
+    end
+    return {'err', 'conflict'}
+  end
+  local id = ARGV[a + 9]
+  local exp = now + tonumber(ARGV[a + 1])
+  local exps = string.format('%d', exp)
+  local n = tonumber(ARGV[a + 10])
+  local targets = ARGV[a + 11] == '1'
+  local extra = targets and 16 or 13
+  redis.call('HSET', rec,
+    'kind', ARGV[a + 3], 'tenant', ARGV[a + 4], 'status', 'pending',
+    'created_ms', nows, 'expires_ms', exps, 'spec', ARGV[a + 5],
+    'token_hash', ARGV[a + 6], 'token_salt', ARGV[a + 7])
+  if na >= extra then
+    redis.call('HSET', rec, unpack(ARGV, a + extra, a + na))
+  end
+  redis.call('RPUSH', audit,
+    '{"type":"created","at":' .. nows .. ',"actor":' .. cjson.encode(ARGV[a + 8]) .. '}')
+  for i = 3, 2 + n do
+    redis.call('SET', KEYS[k + i], id, 'PX', ARGV[a + 12])
+  end
+  local gone = string.format('%d', exp + tonumber(ARGV[a + 2]))
+  redis.call('PEXPIREAT', rec, gone)
+  redis.call('PEXPIREAT', audit, gone)
+  if targets then
+    local o = k + 3 + n
+    event(rec, id, KEYS[o + 1], KEYS[o], KEYS[o + 2], { KEYS[o + 3], KEYS[o + 4], KEYS[o + 5] },
+      { ARGV[a + 13], ARGV[a + 14], ARGV[a + 15] }, 'created', now)
+    redis.call('ZADD', KEYS[o], exps, id)
+  end
+  return {'ok', nows, exps}
 end
-if ARGV[12] ~= '' then
-  redis.call('HSET', KEYS[1], 'notify_email', ARGV[12])
+
+local out = {}
+local k, a = 0, 1
+for c = 1, tonumber(ARGV[1]) do
+  local nk, na = tonumber(ARGV[a + 1]), tonumber(ARGV[a + 2])
+  local ok, r = pcall(create, k, a + 2, na)
+  if ok then
+    out[c] = r
+  else
+    out[c] = {'fail', type(r) == 'table' and (r.err or tostring(r)) or tostring(r)}
+  end
+  k = k + nk
+  a = a + 2 + na
 end
-if ARGV[13] ~= '' then
-  redis.call('HSET', KEYS[1], 'notify_slack', ARGV[13])
-end
-if ARGV[17] ~= '' then
-  redis.call('HSET', KEYS[1], 'panel', ARGV[17], 'tally', ARGV[18])
-end
-redis.call('RPUSH', KEYS[2],
-  '{"type":"created","at":' .. nows .. ',"actor":' .. cjson.encode(ARGV[8]) .. '}')
-for i = 9, #KEYS do
-  redis.call('SET', KEYS[i], ARGV[11], 'PX', ARGV[19])
-end
-local gone = string.format('%.0f', exp + tonumber(ARGV[2]))
-redis.call('PEXPIREAT', KEYS[1], gone)
-redis.call('PEXPIREAT', KEYS[2], gone)
-if ARGV[9] ~= '' or ARGV[12] ~= '' or ARGV[13] ~= '' then
-  event(KEYS[1], ARGV[11], KEYS[4], KEYS[3], KEYS[5], { KEYS[6], KEYS[7], KEYS[8] },
-    { ARGV[14], ARGV[15], ARGV[16] }, 'created', now)
-  redis.call('ZADD', KEYS[3], exps, ARGV[11])
-end
-return {'ok', nows, exps}
+return out

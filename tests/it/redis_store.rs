@@ -693,3 +693,143 @@ async fn startup_warns_about_eviction_and_missing_persistence() {
         "{log}"
     );
 }
+
+/// Creates that arrive together share `create.lua` calls, and each is answered on its own: a
+/// create whose command fails (its record key already holds a value of another type) fails
+/// alone while the others of its call are written; a create sent again (fred's re-send after
+/// a lost reply) answers as recorded; another record under the same id is refused.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrent_creates_share_calls_and_fail_alone() {
+    use elicitd::{
+        kinds::Kind,
+        model::ElicitationId,
+        store::{
+            redis::{keys::Keys, RedisSettings, RedisStore},
+            NewRecord, NotifyTarget, Store,
+        },
+        wake::Hub,
+    };
+    let redis = RedisServer::start();
+    let store = RedisStore::connect(
+        RedisSettings {
+            url: redis.url(),
+            prefix: "batch".into(),
+            pool_size: 2,
+            retention: Duration::from_secs(60),
+            command_timeout: Duration::from_millis(1500),
+            replica_acks: 0,
+            replica_timeout: Duration::from_secs(1),
+            status_cache: 0,
+        },
+        Hub::new(100),
+    )
+    .await
+    .expect("connect");
+    let keys = Keys::new("batch");
+    let tenant = Tenant::new("acme").unwrap();
+    let rec = |id: ElicitationId, token_hash: &str| NewRecord {
+        id,
+        tenant: tenant.clone(),
+        kind: Kind::Approval,
+        spec_json: r#"{"message":"m"}"#.into(),
+        expires_in_ms: 60_000,
+        token_hash: token_hash.into(),
+        token_salt: "salt".into(),
+        idempotency: None,
+        webhook: None,
+        notify: NotifyTarget::default(),
+        panel: None,
+    };
+    // Load the script first, so the counts below show no NOSCRIPT reload.
+    store
+        .create(rec(ElicitationId::random(), "warm"))
+        .await
+        .expect("warm-up create");
+
+    let bad = ElicitationId::random();
+    redis.cli(&["SET", &keys.record(bad), "not a hash"]);
+    let ids: Vec<ElicitationId> = (0..200)
+        .map(|i| {
+            if i == 100 {
+                bad
+            } else {
+                ElicitationId::random()
+            }
+        })
+        .collect();
+    redis.cli(&["CONFIG", "RESETSTAT"]);
+    let answers = futures::future::join_all(
+        ids.iter()
+            .map(|id| store.create(rec(*id, &format!("hash-{id}")))),
+    )
+    .await;
+    let st = commandstats(&redis.cli(&["INFO", "commandstats"]).unwrap());
+    let scripts = calls(&st, "evalsha");
+    assert!(
+        (1..=40).contains(&scripts),
+        "200 creates took {scripts} calls: {st:?}"
+    );
+    assert_eq!(
+        calls(&st, "time"),
+        scripts,
+        "one clock read per call: {st:?}"
+    );
+    for (id, answer) in ids.iter().zip(&answers) {
+        if *id == bad {
+            match answer {
+                Err(elicitd::error::Error::Internal(e)) => {
+                    assert!(e.to_string().contains("WRONGTYPE"), "{e}")
+                }
+                other => panic!("the poisoned create must fail alone: {other:?}"),
+            }
+            continue;
+        }
+        let created = answer.as_ref().unwrap_or_else(|e| panic!("{id}: {e}"));
+        assert_eq!(created.id, *id);
+        assert_eq!(created.expires_ms - created.created_ms, 60_000);
+        let view = store.status(&tenant, *id).await.expect("readable");
+        assert_eq!(view.status, Status::Pending);
+        assert_eq!(view.created_ms, created.created_ms);
+        // The record, its audit list and its review index all carry an expiry.
+        for key in [
+            keys.record(*id),
+            keys.audit(*id),
+            keys.review_index(&format!("hash-{id}")),
+        ] {
+            let ttl: i64 = redis.cli(&["PTTL", &key]).unwrap().parse().unwrap();
+            assert!(ttl > 60_000, "{key}: {ttl}");
+        }
+        let audit = redis.cli(&["LRANGE", &keys.audit(*id), "0", "-1"]).unwrap();
+        assert!(audit.contains("created"), "{audit}");
+    }
+    assert_eq!(
+        redis.cli(&["TYPE", &keys.record(bad)]).as_deref(),
+        Some("string"),
+        "the poisoned key is left alone"
+    );
+
+    // Sent again with the same token hash: the first answer, nothing rewritten.
+    let id = ids[0];
+    let first = answers[0].as_ref().unwrap();
+    redis.cli(&["HSET", &keys.record(id), "status", "submitted"]);
+    let again = store
+        .create(rec(id, &format!("hash-{id}")))
+        .await
+        .expect("a re-sent create answers as recorded");
+    assert_eq!(
+        (again.created_ms, again.expires_ms),
+        (first.created_ms, first.expires_ms)
+    );
+    assert_eq!(
+        store.status(&tenant, id).await.unwrap().status,
+        Status::Submitted,
+        "nothing was rewritten"
+    );
+    // Another record under the id: refused, nothing written.
+    match store.create(rec(id, "another token")).await {
+        Err(elicitd::error::Error::Internal(e)) => {
+            assert!(e.to_string().contains("collision"), "{e}")
+        }
+        other => panic!("an id collision is refused: {other:?}"),
+    }
+}

@@ -1,9 +1,9 @@
 //! Per-thread Redis connections, for the thread-per-core HTTP workers (`src/server`).
 //!
 //! Each HTTP worker thread runs its own single-threaded runtime and, once it has called
-//! [`RedisStore::attach_thread`](super::RedisStore::attach_thread), its own Redis client and
-//! read batcher. A request's commands then go out on a connection whose fred tasks run on the
-//! request's own thread: the request task, the batcher and the socket reader/writer take turns
+//! [`RedisStore::attach_thread`](super::RedisStore::attach_thread), its own Redis client, read
+//! batcher and create batcher. A request's commands then go out on a connection whose fred tasks run on the
+//! request's own thread: the request task, the batchers and the socket reader/writer take turns
 //! on one thread, with no cross-thread wake-up (futex, IPI) per read. Threads without one —
 //! the shared runtime's background work (deliveries, expiry sweeps, the subscriber) and
 //! in-process test servers — use the shared pool as before. Nothing about the commands or their
@@ -13,12 +13,13 @@ use std::{cell::RefCell, sync::Arc};
 
 use fred::clients::Client;
 
-use super::batch::ReadBatcher;
+use super::{batch::ReadBatcher, create_batch::CreateBatcher};
 
 /// One worker thread's connection to one store.
 pub(super) struct Local {
     pub client: Client,
     pub reads: ReadBatcher,
+    pub creates: CreateBatcher,
 }
 
 thread_local! {

@@ -3,6 +3,7 @@
 //! - [`keys`]: key names (every key of one elicitation carries its shard's hash tag `{sNN}`);
 //! - [`codec`]: record fields decoded by name, `TIME`, script replies;
 //! - [`batch`]: batched record reads (`lua/read.lua`, the status hot path);
+//! - [`create_batch`]: batched creates (`lua/create.lua`);
 //! - [`subscriber`]: sharded pub/sub for the waiter hub;
 //! - this file: the scripts and the [`Store`] implementation.
 //!
@@ -17,6 +18,7 @@
 mod batch;
 mod codec;
 mod conn;
+mod create_batch;
 pub mod keys;
 mod local;
 mod subscriber;
@@ -42,6 +44,7 @@ use self::{
     batch::{Cache, Clients, ReadBatcher},
     codec::{Fields, Reply, Row},
     conn::{connected, map_err, unavailable},
+    create_batch::{Create, CreateBatcher},
     keys::Keys,
     subscriber::Subscriber,
 };
@@ -130,6 +133,7 @@ pub struct RedisStore {
     scripts: Scripts,
     retention_ms: i64,
     reads: ReadBatcher,
+    creates: CreateBatcher,
     /// Distinguishes this store's per-thread connections ([`local`]) from another's.
     id: u64,
     /// For building per-thread connections.
@@ -158,6 +162,7 @@ impl RedisStore {
         }
         conn::connect_supervised(&sub);
         let reads = reads_for(&s, Clients::Pool(pool.clone()))?;
+        let creates = CreateBatcher::spawn(Clients::Pool(pool.clone()), Scripts::new().create);
         let _ = tokio::time::timeout(Duration::from_secs(5), async {
             let _ = pool.wait_for_connect().await;
             let _ = sub.wait_for_connect().await;
@@ -177,6 +182,7 @@ impl RedisStore {
             id: IDS.fetch_add(1, Ordering::Relaxed),
             settings: s.clone(),
             reads,
+            creates,
             durable: writers.map(|pool| Durable {
                 pool,
                 acks: s.replica_acks,
@@ -198,12 +204,20 @@ impl RedisStore {
         let client = conn::build_client(&self.settings)?;
         conn::connect_supervised(&client);
         let reads = reads_for(&self.settings, Clients::One(client.clone()))?;
+        let creates = CreateBatcher::spawn(Clients::One(client.clone()), Scripts::new().create);
         let _ = tokio::time::timeout(Duration::from_secs(5), async {
             let _ = client.wait_for_connect().await;
             reads.wait_for_connect().await;
         })
         .await;
-        local::set(self.id, local::Local { reads, client });
+        local::set(
+            self.id,
+            local::Local {
+                reads,
+                creates,
+                client,
+            },
+        );
         Ok(())
     }
 
@@ -338,7 +352,9 @@ impl RedisStore {
         Ok(out.into_iter().skip(1).collect())
     }
 
-    /// The index and the record, written on `client` (the caller confirms them).
+    /// The index and the record: the index (on a Cluster) and, when replicas must confirm,
+    /// the record on `client` (the caller confirms them); else the record through this
+    /// thread's create batcher (see [`create_batch`]).
     async fn create_record(&self, client: &Client, rec: &NewRecord) -> Result<(i64, i64)> {
         let ttl_ms = rec.expires_in_ms + self.retention_ms + 60_000;
         // One round trip where the topology allows: on a single Redis the review index is
@@ -357,72 +373,87 @@ impl RedisStore {
                 .await
                 .map_err(map_err)?;
         }
-        let out = match eval_on(
-            "create",
-            client,
-            &self.scripts.create,
-            {
-                let shard = keys::shard_of(rec.id);
-                let mut k = vec![
-                    self.keys.record(rec.id),
-                    self.keys.audit(rec.id),
-                    self.keys.deadlines(shard),
-                    self.keys.due(shard),
-                    self.keys.deliveries(rec.id),
-                ];
-                k.extend(
-                    event_ids(rec.id, "created")
-                        .iter()
-                        .map(|d| self.keys.delivery(shard, d)),
-                );
-                if inline_index {
-                    k.extend(index_hashes(rec).map(|h| self.keys.review_index(h)));
-                }
-                k
-            },
-            [
-                rec.expires_in_ms.to_string(),
-                self.retention_ms.to_string(),
-                rec.kind.as_str().into(),
-                rec.tenant.to_string(),
-                rec.spec_json.clone(),
-                rec.token_hash.clone(),
-                rec.token_salt.clone(),
-                agent_actor(&rec.tenant),
-                rec.webhook
-                    .as_ref()
-                    .map(|w| w.url.clone())
-                    .unwrap_or_default(),
-                if rec.webhook.as_ref().is_some_and(|w| w.include_result) {
-                    "1".into()
-                } else {
-                    "0".into()
-                },
-                rec.id.to_string(),
-                if rec.notify.email.is_empty() {
-                    String::new()
-                } else {
-                    serde_json::to_string(&rec.notify.email).map_err(Error::internal)?
-                },
-                rec.notify.slack.clone().unwrap_or_default(),
-            ]
-            .into_iter()
-            .chain(event_ids(rec.id, "created"))
-            .chain([
-                match &rec.panel {
-                    Some(p) => serde_json::to_string(p).map_err(Error::internal)?,
-                    None => String::new(),
-                },
-                rec.panel
-                    .as_ref()
-                    .map(|p| format!("0/{}", p.quorum))
-                    .unwrap_or_default(),
-                ttl_ms.to_string(),
-            ])
-            .collect(),
-        )
-        .await?
-        {
+        let shard = keys::shard_of(rec.id);
+        let id = rec.id.to_string();
+        let index: Vec<&str> = if inline_index {
+            index_hashes(rec).collect()
+        } else {
+            Vec::new()
+        };
+        let webhook_url = rec.webhook.as_ref().map(|w| w.url.as_str());
+        let slack = rec.notify.slack.as_deref().filter(|s| !s.is_empty());
+        let targets = webhook_url.is_some_and(|u| !u.is_empty())
+            || !rec.notify.email.is_empty()
+            || slack.is_some();
+        let mut k = Vec::with_capacity(2 + index.len() + if targets { 6 } else { 0 });
+        k.push(self.keys.record(rec.id));
+        k.push(self.keys.audit(rec.id));
+        k.extend(index.iter().map(|h| self.keys.review_index(h)));
+        let mut a: Vec<String> = Vec::with_capacity(24);
+        a.extend([
+            rec.expires_in_ms.to_string(),
+            self.retention_ms.to_string(),
+            rec.kind.as_str().into(),
+            rec.tenant.to_string(),
+            rec.spec_json.clone(),
+            rec.token_hash.clone(),
+            rec.token_salt.clone(),
+            agent_actor(&rec.tenant),
+            id,
+            index.len().to_string(),
+            if targets { "1" } else { "0" }.into(),
+            ttl_ms.to_string(),
+        ]);
+        if targets {
+            // The outbox keys and the `created` delivery ids, only when something is delivered.
+            let dids = event_ids(rec.id, "created");
+            k.extend([
+                self.keys.deadlines(shard),
+                self.keys.due(shard),
+                self.keys.deliveries(rec.id),
+            ]);
+            k.extend(dids.iter().map(|d| self.keys.delivery(shard, d)));
+            a.extend(dids);
+        }
+        // The record's optional fields, as name/value pairs.
+        if let Some(w) = rec.webhook.as_ref().filter(|w| !w.url.is_empty()) {
+            a.extend([
+                "webhook_url".into(),
+                w.url.clone(),
+                "webhook_result".into(),
+                if w.include_result { "1" } else { "0" }.into(),
+            ]);
+        }
+        if !rec.notify.email.is_empty() {
+            a.push("notify_email".into());
+            a.push(serde_json::to_string(&rec.notify.email).map_err(Error::internal)?);
+        }
+        if let Some(slack) = slack {
+            a.push("notify_slack".into());
+            a.push(slack.to_string());
+        }
+        if let Some(p) = &rec.panel {
+            a.push("panel".into());
+            a.push(serde_json::to_string(p).map_err(Error::internal)?);
+            a.push("tally".into());
+            a.push(format!("0/{}", p.quorum));
+        }
+        let create = Create { keys: k, args: a };
+        let started = Instant::now();
+        let reply = if self.durable.is_some() {
+            // Its `WAIT` must follow it on `client`: alone, not batched.
+            match create_batch::call(&self.scripts.create, client, vec![create]).await {
+                Ok(mut r) => r.pop().unwrap_or_else(|| Err(Error::internal("no reply"))),
+                Err(e) => Err(map_err(e)),
+            }
+        } else {
+            match local::get(self.id) {
+                Some(l) => l.creates.create(create).await,
+                None => self.creates.create(create).await,
+            }
+        };
+        record_store_op("create", started, &reply);
+        let out = match reply? {
             Reply::Ok(v) => v,
             Reply::No(_) => return Err(Error::internal("create answered with a refusal")),
         };
@@ -645,7 +676,9 @@ impl Store for RedisStore {
             )
         });
         if let Some((key, fp)) = &idem_key {
-            if let Some(first) = self.replay(&rec.tenant, key, fp).await? {
+            // (Boxed, here and below: the rarely taken branches would otherwise make every
+            // create's future, moved on each call, several times larger.)
+            if let Some(first) = Box::pin(self.replay(&rec.tenant, key, fp)).await? {
                 return Ok(first);
             }
         }
@@ -654,7 +687,7 @@ impl Store for RedisStore {
         // All on one connection, so one WAIT per node confirms them all.
         let client = &self.writer()?;
         let before = client.connection_ids();
-        let (created_ms, expires_ms) = self.create_record(client, &rec).await?;
+        let (created_ms, expires_ms) = Box::pin(self.create_record(client, &rec)).await?;
         if let Some((key, fp)) = &idem_key {
             let ttl_ms = rec.expires_in_ms + self.retention_ms;
             let claimed: Option<String> = client
@@ -669,9 +702,8 @@ impl Store for RedisStore {
                 .map_err(map_err)?;
             if claimed.is_none() {
                 // Another create with the same key won the race: withdraw ours, return theirs.
-                self.delete_record(&rec).await;
-                return self
-                    .replay(&rec.tenant, key, fp)
+                Box::pin(self.delete_record(&rec)).await;
+                return Box::pin(self.replay(&rec.tenant, key, fp))
                     .await?
                     .ok_or_else(|| Error::internal("idempotency winner vanished"));
             }
@@ -691,7 +723,7 @@ impl Store for RedisStore {
             if let Some((key, _)) = &idem_key {
                 written.push(key);
             }
-            d.confirm("create", client, &before, &written).await?;
+            Box::pin(d.confirm("create", client, &before, &written)).await?;
         }
         Ok(Created {
             id: rec.id,
