@@ -46,6 +46,11 @@ struct Common {
     /// No progress line on stderr.
     #[arg(long)]
     quiet: bool,
+    /// Generator threads. One (like `wrk -t1`) keeps the generator's own CPU per request low
+    /// and steady: it shares the machine with what it measures, and a multi-threaded runtime
+    /// pays a cross-thread wake-up between each request and its connection task.
+    #[arg(long, default_value_t = 1)]
+    threads: usize,
     /// Also report the CPU time this process spends per request, as `label=pid` (e.g.
     /// `--cpu replica=1234 --cpu redis=5678`; Linux, same machine). The generator's own is
     /// always reported.
@@ -169,10 +174,17 @@ fn main() -> ExitCode {
         timeout: common.timeout,
         cpu: elicitd_loadtest::cpu::CpuProbe::new(common.cpu.clone()),
     };
-    let runtime = match tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-    {
+    let built = if common.threads <= 1 {
+        tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+    } else {
+        tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(common.threads)
+            .enable_all()
+            .build()
+    };
+    let runtime = match built {
         Ok(r) => r,
         Err(e) => {
             eprintln!("elicitd-loadtest: cannot start the runtime: {e}");
