@@ -166,7 +166,7 @@ async fn status(
     t: AgentTenant,
     Path(id): Path<String>,
 ) -> ApiResult<impl IntoResponse> {
-    Ok(Json(s.status(&t.0, &id).await?))
+    Ok(response::status_response(&s.status(&t.0, &id).await?))
 }
 
 /// The status route's path prefix, and its name as the router reports it (metric label).
@@ -218,7 +218,7 @@ pub async fn fast_status(
             Err(e) => return e.into_response(),
         };
         match s.status(&tenant, id).await {
-            Ok(v) => Json(v).into_response(),
+            Ok(v) => response::status_response(&v),
             Err(e) => e.into_response(),
         }
     }
@@ -250,7 +250,9 @@ async fn await_status(
     q: Result<Query<AwaitQuery>, axum::extract::rejection::QueryRejection>,
 ) -> ApiResult<impl IntoResponse> {
     let Query(q) = q.map_err(|e| Error::invalid(format!("bad query: {}", e.body_text())))?;
-    Ok(Json(s.await_status(&t.0, &id, q.wait_seconds).await?))
+    Ok(response::status_response(
+        &s.await_status(&t.0, &id, q.wait_seconds).await?,
+    ))
 }
 
 /// Read the outcome: moves submitted/declined → consumed; repeat reads return the same.

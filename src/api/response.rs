@@ -8,6 +8,21 @@ use axum::{
 };
 use serde_json::json;
 
+use crate::service::out::StatusOut;
+
+/// A status or await answer (200, JSON), as `Json(out)` would answer it, with the body written by
+/// [`StatusOut::to_json`].
+pub fn status_response(out: &StatusOut) -> Response {
+    (
+        [(
+            axum::http::header::CONTENT_TYPE,
+            axum::http::HeaderValue::from_static("application/json"),
+        )],
+        out.to_json(),
+    )
+        .into_response()
+}
+
 /// A SPEC §5 error body with an explicit status (for router-level failures).
 pub fn error_response(status: StatusCode, code: &str, message: &str) -> Response {
     (

@@ -40,6 +40,14 @@ impl fmt::Display for ElicitationId {
     }
 }
 
+impl ElicitationId {
+    /// Append the canonical hyphenated form (as [`Display`](fmt::Display)) to `out`.
+    pub fn write_to(self, out: &mut Vec<u8>) {
+        let mut buf = uuid::Uuid::encode_buffer();
+        out.extend_from_slice(self.0.hyphenated().encode_lower(&mut buf).as_bytes());
+    }
+}
+
 /// On the wire: the canonical hyphenated form (as [`Display`](fmt::Display)), written without
 /// the formatting machinery.
 impl Serialize for ElicitationId {
@@ -221,6 +229,11 @@ impl Timestamp {
         put(17, 2, sod % 60);
         put(20, 3, millis);
         Some(b)
+    }
+
+    /// Append the RFC 3339 form to `out` (as [`Display`](fmt::Display)).
+    pub fn write_to(self, out: &mut Vec<u8>) {
+        self.with_str(|s| out.extend_from_slice(s.as_bytes()))
     }
 
     fn with_str<R>(self, f: impl FnOnce(&str) -> R) -> R {

@@ -82,6 +82,38 @@ pub struct StatusOut {
     pub votes: Option<VotesOut>,
 }
 
+impl StatusOut {
+    /// This answer as JSON: the same bytes as `serde_json::to_vec` (tested for every kind,
+    /// status and optional field), written directly — it answers every status poll.
+    pub fn to_json(&self) -> Vec<u8> {
+        let mut b = Vec::with_capacity(224);
+        b.extend_from_slice(b"{\"elicitationId\":\"");
+        self.elicitation_id.write_to(&mut b);
+        b.extend_from_slice(b"\",\"kind\":\"");
+        b.extend_from_slice(self.kind.as_str().as_bytes());
+        b.extend_from_slice(b"\",\"status\":\"");
+        b.extend_from_slice(self.status.as_str().as_bytes());
+        b.extend_from_slice(b"\",\"createdAt\":\"");
+        self.created_at.write_to(&mut b);
+        b.extend_from_slice(b"\",\"expiresAt\":\"");
+        self.expires_at.write_to(&mut b);
+        if let Some(d) = self.decided_at {
+            b.extend_from_slice(b"\",\"decidedAt\":\"");
+            d.write_to(&mut b);
+        }
+        b.push(b'"');
+        if let Some(v) = self.votes {
+            b.extend_from_slice(b",\"votes\":{\"submitted\":");
+            b.extend_from_slice(itoa::Buffer::new().format(v.submitted).as_bytes());
+            b.extend_from_slice(b",\"needed\":");
+            b.extend_from_slice(itoa::Buffer::new().format(v.needed).as_bytes());
+            b.push(b'}');
+        }
+        b.push(b'}');
+        b
+    }
+}
+
 impl From<&StatusView> for StatusOut {
     fn from(v: &StatusView) -> Self {
         StatusOut {
@@ -292,4 +324,60 @@ pub enum Decided {
     Recorded(Status),
     /// The request was no longer pending; here is its state now.
     Refused(Box<Review>),
+}
+
+#[cfg(test)]
+mod status_json_tests {
+    use super::*;
+
+    #[test]
+    fn status_json_is_what_serde_writes() {
+        let kinds = [Kind::Approval, Kind::Selection, Kind::Proposal];
+        let statuses = [
+            Status::Pending,
+            Status::Submitted,
+            Status::Declined,
+            Status::Canceled,
+            Status::Consumed,
+            Status::Expired,
+        ];
+        let times = [0, 1_733_100_000_123, 253_402_300_800_000, -1];
+        let votes = [
+            None,
+            Some(VotesOut {
+                submitted: 0,
+                needed: 1,
+            }),
+            Some(VotesOut {
+                submitted: 4_000_000_000,
+                needed: 17,
+            }),
+        ];
+        let mut n = 0;
+        for kind in kinds {
+            for status in statuses {
+                for (i, t) in times.iter().enumerate() {
+                    for decided in [None, Some(times[(i + 1) % times.len()])] {
+                        for v in votes {
+                            let out = StatusOut {
+                                elicitation_id: ElicitationId::random(),
+                                kind,
+                                status,
+                                created_at: Timestamp(*t),
+                                expires_at: Timestamp(t.wrapping_add(86_400_000)),
+                                decided_at: decided.map(Timestamp),
+                                votes: v,
+                            };
+                            assert_eq!(
+                                String::from_utf8(out.to_json()).unwrap(),
+                                serde_json::to_string(&out).unwrap()
+                            );
+                            n += 1;
+                        }
+                    }
+                }
+            }
+        }
+        assert_eq!(n, 3 * 6 * 4 * 2 * 3);
+    }
 }
