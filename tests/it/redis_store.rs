@@ -232,18 +232,22 @@ async fn status_cache_repeat_polls(kind: StoreKind) {
     for round in 0..40 {
         let c = b.approval().await;
         assert_eq!(a.status_of(&c.id).await, "pending", "round {round}");
-        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        // Each poller polls until it has a poll sent after the change answered (the change's
+        // instant is published once its answer is in), so no round depends on timing.
+        let changed_at = std::sync::Arc::new(std::sync::Mutex::new(None::<Instant>));
         let pollers: Vec<_> = (0..8)
             .map(|_| {
-                let (a, id, stop) = (a.clone(), c.id.clone(), stop.clone());
+                let (a, id, changed_at) = (a.clone(), c.id.clone(), changed_at.clone());
                 tokio::spawn(async move {
                     let mut seen = Vec::new();
-                    while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                    loop {
                         let sent = Instant::now();
                         let s = a.status_of(&id).await;
                         seen.push((sent, s));
+                        if changed_at.lock().unwrap().is_some_and(|c| sent > c) {
+                            return seen;
+                        }
                     }
-                    seen
                 })
             })
             .collect();
@@ -264,11 +268,14 @@ async fn status_cache_repeat_polls(kind: StoreKind) {
             }
         };
         let changed = Instant::now();
-        tokio::time::sleep(Duration::from_millis(20)).await;
-        stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        *changed_at.lock().unwrap() = Some(changed);
         let mut after = 0;
         for p in pollers {
-            for (sent, s) in p.await.unwrap() {
+            let seen = tokio::time::timeout(Duration::from_secs(20), p)
+                .await
+                .unwrap_or_else(|_| panic!("round {round}: a poller never got an answer"))
+                .unwrap();
+            for (sent, s) in seen {
                 if sent > changed {
                     after += 1;
                     assert_eq!(s, want, "round {round}: a poll sent after the change");
@@ -277,7 +284,10 @@ async fn status_cache_repeat_polls(kind: StoreKind) {
                 }
             }
         }
-        assert!(after > 0, "round {round}: no poll after the change");
+        assert_eq!(
+            after, 8,
+            "round {round}: one poll after the change per poller"
+        );
         assert_eq!(a.status_of(&c.id).await, want, "round {round}");
         if want == "submitted" {
             assert_eq!(a.result(&c.id).await.status, 200);
