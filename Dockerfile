@@ -2,8 +2,8 @@
 #
 # elicitd container image.
 #
-#   docker build -t elicitd:0.1.0 .
-#   docker run --rm -p 8080:8080 -e ELICITD_REDIS_URL=redis://host:6379 elicitd:0.1.0
+#   docker build -t elicitd:0.2.0 .
+#   docker run --rm -p 8080:8080 -e ELICITD_REDIS_URL=redis://host:6379 elicitd:0.2.0
 #
 # Two stages: a Rust toolchain builds the release binary (the Lua scripts are compiled into it
 # with include_str!), and a distroless runtime holds nothing but that binary. The runtime has no

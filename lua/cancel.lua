@@ -25,7 +25,7 @@ if now >= tonumber(f[2]) then
 end
 local nows = string.format('%.0f', now)
 redis.call('HSET', KEYS[1], 'status', 'canceled')
-redis.call('RPUSH', KEYS[2], '{"type":"canceled","at":' .. nows .. ',"actor":' ..
+audit_append(KEYS[1], KEYS[2], '{"type":"canceled","at":' .. nows .. ',"actor":' ..
   cjson.encode(ARGV[2]) .. '}')
 redis.call('SPUBLISH', KEYS[1], 'canceled')
 event(KEYS[1], ARGV[3], KEYS[3], KEYS[4], KEYS[5], { KEYS[6], KEYS[7], KEYS[8] },

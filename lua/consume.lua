@@ -6,7 +6,7 @@
 -- ARGV[4] elicitation id
 -- Returns {"ok", outcome JSON, decided_ms, spec JSON, panel JSON or nil} or {"err", code}: not_found, not_decided,
 -- canceled, expired. Every successful call counts in the record's `fetches` and appends a
--- "fetched" audit event while the audit list is shorter than ARGV[3] (so an agent reading a
+-- "fetched" audit event while the audit trail has fewer than ARGV[3] entries (so an agent reading a
 -- result in a loop cannot grow the record without bound).
 -- Clock: Redis TIME. Publishes "consumed" on KEYS[1] (SPUBLISH) on the first read, and writes
 -- the webhook event "elicitation.consumed" in the same step.
@@ -35,8 +35,8 @@ if st ~= 'consumed' then
     { ARGV[5], ARGV[6], ARGV[7] }, 'consumed', now)
 end
 redis.call('HINCRBY', KEYS[1], 'fetches', 1)
-if redis.call('LLEN', KEYS[2]) < tonumber(ARGV[3]) then
-  redis.call('RPUSH', KEYS[2], '{"type":"fetched","at":' .. nows .. ',"actor":' ..
+if audit_count(KEYS[2]) < tonumber(ARGV[3]) then
+  audit_append(KEYS[1], KEYS[2], '{"type":"fetched","at":' .. nows .. ',"actor":' ..
     cjson.encode(ARGV[2]) .. '}')
 end
 return {'ok', f[4], f[5], f[6], f[7] or false}

@@ -8,20 +8,24 @@
 --
 -- One create's keys and arguments:
 -- K[1] record hash   K[2] audit list
--- K[3 .. 2+n] review-index keys to point at the id, n = A[10] (single Redis only: on a Cluster
---   they are in other slots and the caller writes them itself, before this call)
--- With delivery targets (A[11] = "1"), after those: the shard's deadline index, the shard's
---   delivery queue, the record's delivery list, and the `created` event's deliveries (webhook:
---   unused, email, slack; see outbox.lua), whose ids are A[13..15].
+-- K[3 .. 2+n] review-index keys to point at the id, n = A[10]: legacy records only (review
+--   links of the first form), and only on a single Redis (on a Cluster they are in other slots
+--   and the caller writes them itself, before this call)
+-- With delivery targets, after those: the shard's deadline index, the shard's delivery queue,
+--   the record's delivery list, and the `created` event's deliveries (webhook: unused, email,
+--   slack; see outbox.lua), whose ids are A[13..15].
 -- A[1] expires_in_ms  A[2] retention_ms  A[3] kind  A[4] tenant  A[5] spec JSON
 -- A[6] review token hash  A[7] token salt  A[8] actor  A[9] the elicitation id
--- A[10] n, the number of review-index keys   A[11] "1" with delivery targets, else "0"
+-- A[10] n, the number of review-index keys
+-- A[11] flags: "t" with delivery targets, "a" to start the audit list with its `created`
+--   entry (legacy records; otherwise the record itself is that entry, see audit.lua)
 -- A[12] the review index's TTL in ms
 -- A[13..15] with delivery targets: the `created` delivery ids
 -- A[13 or 16 ..] more record fields, as name/value pairs (webhook_url and webhook_result,
 --   notify_email, notify_slack, panel and tally: only those the request has)
--- Only what a request uses is passed: a plain request is two keys, its index and twelve
--- arguments (argument count and unused outbox keys were a third of this script's cost).
+-- Only what a request uses is passed and written: a plain request is one key (its record) and
+-- twelve arguments. Each key a create adds costs Redis about as much as the rest of it
+-- (docs/benchmarks.md), hence no index and no audit list until they are needed.
 --
 -- If the record exists with the same token hash, this is a client retry of a create that
 -- already ran: the same answer, nothing written.
@@ -51,7 +55,8 @@ local function create(k, a, na)
   local exp = now + tonumber(ARGV[a + 1])
   local exps = string.format('%d', exp)
   local n = tonumber(ARGV[a + 10])
-  local targets = ARGV[a + 11] == '1'
+  local targets = string.find(ARGV[a + 11], 't', 1, true) ~= nil
+  local trail = string.find(ARGV[a + 11], 'a', 1, true) ~= nil
   local extra = targets and 16 or 13
   redis.call('HSET', rec,
     'kind', ARGV[a + 3], 'tenant', ARGV[a + 4], 'status', 'pending',
@@ -60,14 +65,16 @@ local function create(k, a, na)
   if na >= extra then
     redis.call('HSET', rec, unpack(ARGV, a + extra, a + na))
   end
-  redis.call('RPUSH', audit,
-    '{"type":"created","at":' .. nows .. ',"actor":' .. cjson.encode(ARGV[a + 8]) .. '}')
   for i = 3, 2 + n do
     redis.call('SET', KEYS[k + i], id, 'PX', ARGV[a + 12])
   end
   local gone = string.format('%d', exp + tonumber(ARGV[a + 2]))
   redis.call('PEXPIREAT', rec, gone)
-  redis.call('PEXPIREAT', audit, gone)
+  if trail then
+    redis.call('RPUSH', audit,
+      '{"type":"created","at":' .. nows .. ',"actor":' .. cjson.encode(ARGV[a + 8]) .. '}')
+    redis.call('PEXPIREAT', audit, gone)
+  end
   if targets then
     local o = k + 3 + n
     event(rec, id, KEYS[o + 1], KEYS[o], KEYS[o + 2], { KEYS[o + 3], KEYS[o + 4], KEYS[o + 5] },

@@ -83,7 +83,7 @@ if panel then
   panel.votes = votes
   if ARGV[2] == 'submitted' then yes = yes + 1 end
   actor = 'reviewer:' .. who
-  redis.call('RPUSH', KEYS[2], '{"type":"voted","at":' .. nows .. ',"actor":' ..
+  audit_append(KEYS[1], KEYS[2], '{"type":"voted","at":' .. nows .. ',"actor":' ..
     cjson.encode(actor) .. ',"decision":' .. cjson.encode(ARGV[2]) .. '}')
   local tally = tostring(yes) .. '/' .. tostring(panel.quorum)
   if ARGV[2] == 'submitted' and yes < panel.quorum then
@@ -103,7 +103,7 @@ if panel then
 end
 redis.call('HSET', KEYS[1], 'status', ARGV[2], 'outcome', ARGV[3], 'decided_ms', nows,
   'decide_nonce', ARGV[5])
-redis.call('RPUSH', KEYS[2], '{"type":"decided","at":' .. nows .. ',"actor":' ..
+audit_append(KEYS[1], KEYS[2], '{"type":"decided","at":' .. nows .. ',"actor":' ..
   cjson.encode(actor) .. ',"decision":' .. cjson.encode(ARGV[2]) .. '}')
 redis.call('SPUBLISH', KEYS[1], ARGV[2])
 event(KEYS[1], ARGV[6], KEYS[3], KEYS[4], KEYS[5], { KEYS[6], KEYS[7], KEYS[8] },

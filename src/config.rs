@@ -110,6 +110,17 @@ pub struct Cli {
     /// single Redis and Sentinel), 0–1000000; 0 = off.
     #[arg(long, env = "ELICITD_STATUS_CACHE_ENTRIES", default_value_t = 8192)]
     pub status_cache_entries: usize,
+    /// Write new records in the layout of elicitd 0.1 (a review-index key per link, review
+    /// links without the id in front, the audit list from the create on), so that replicas of
+    /// 0.1 can open every link and extend every audit trail: for the length of a rolling
+    /// upgrade from 0.1, then off. Either way every record is read and written correctly.
+    #[arg(
+        long,
+        env = "ELICITD_LEGACY_RECORDS",
+        default_value_t = false,
+        action = clap::ArgAction::Set
+    )]
+    pub legacy_records: bool,
     /// Replicas that must confirm every state change (create, decide, cancel, result) before it
     /// is answered (Redis `WAIT`); 0 = answer once the primary has it. Past the timeout the
     /// answer is 503 `unavailable`.
@@ -223,6 +234,8 @@ pub struct Config {
     pub max_body_bytes: usize,
     pub redis_pool_size: usize,
     pub status_cache_entries: usize,
+    /// New records in the 0.1 layout (see the flag).
+    pub legacy_records: bool,
     pub redis_replica_acks: u32,
     pub redis_replica_timeout: Duration,
     pub webhooks: WebhookConfig,
@@ -622,6 +635,7 @@ impl Config {
             max_body_bytes: cli.max_body_bytes,
             redis_pool_size: cli.redis_pool_size,
             status_cache_entries: cli.status_cache_entries,
+            legacy_records: cli.legacy_records,
             redis_replica_acks: cli.redis_replica_acks,
             redis_replica_timeout: Duration::from_millis(cli.redis_replica_timeout_ms),
             webhooks,

@@ -1,16 +1,25 @@
 //! Secrets: random values, review tokens and their stored hashes.
 //!
-//! A review token is `base64url(HMAC-SHA256(secret, "review:" ‖ salt ‖ ":" ‖ id))`: 256 bits that look
-//! random to anyone without `ELICITD_SECRET`, unrelated to the elicitation id. The record keeps
-//! only the random 128-bit `salt` and `sha256(token)`; the token itself is never stored or
-//! logged. Deriving it (instead of drawing it) is what lets an idempotent create return the same
-//! `reviewUrl` again without storing the token.
+//! A review token is the elicitation id (its 16 bytes, base64url: 22 characters) followed by
+//! `base64url(HMAC-SHA256(secret, "review:" ‖ salt ‖ ":" ‖ id))` (43 characters): 256 bits that
+//! look random to anyone without `ELICITD_SECRET`. The id in front lets the review routes find
+//! the record with no index; the MAC is what opens it (the record keeps `sha256(token)`, and a
+//! token opens only the record whose hash it matches). The record keeps only the random 128-bit
+//! `salt` and `sha256(token)`; the token itself is never stored or logged. Deriving it (instead
+//! of drawing it) is what lets an idempotent create return the same `reviewUrl` again without
+//! storing the token.
+//!
+//! Records written in the legacy layout (`ELICITD_LEGACY_RECORDS`, and every record made before
+//! it existed) have tokens of the first form, the MAC alone, found through the review index:
+//! [`legacy_review_token`]. Both forms are always accepted.
 
 use base64::{engine::general_purpose::URL_SAFE_NO_PAD, Engine};
 use hmac::{Hmac, Mac};
 use rand::RngCore;
 use sha2::{Digest, Sha256};
 use subtle::ConstantTimeEq;
+
+use crate::model::ElicitationId;
 
 /// `n` bytes from the OS-seeded CSPRNG.
 pub fn random_bytes(n: usize) -> Vec<u8> {
@@ -24,24 +33,98 @@ pub fn random_b64(n: usize) -> String {
     URL_SAFE_NO_PAD.encode(random_bytes(n))
 }
 
-/// Length of a review token in characters (32 bytes, base64url).
-pub const REVIEW_TOKEN_LEN: usize = 43;
+/// Length of a review token in characters: the id (22), then the MAC (43).
+pub const REVIEW_TOKEN_LEN: usize = 22 + LEGACY_REVIEW_TOKEN_LEN;
+/// Length of a token of the first form (the MAC alone).
+pub const LEGACY_REVIEW_TOKEN_LEN: usize = 43;
 
-/// Derive the review token of an elicitation from the server secret and its salt.
-pub fn review_token(secret: &[u8], salt: &str, id: &str) -> String {
+/// `base64url(HMAC-SHA256(secret, "review:" ‖ salt ‖ ":" ‖ subject))`.
+fn mac(secret: &[u8], salt: &str, subject: &str) -> String {
     // HMAC accepts keys of any length: this cannot fail.
     let mut mac = <Hmac<Sha256> as Mac>::new_from_slice(secret).expect("hmac takes any key");
     mac.update(b"review:");
     mac.update(salt.as_bytes());
     mac.update(b":");
-    mac.update(id.as_bytes());
+    mac.update(subject.as_bytes());
     URL_SAFE_NO_PAD.encode(mac.finalize().into_bytes())
+}
+
+fn with_id(id: ElicitationId, mac: String) -> String {
+    let mut t = URL_SAFE_NO_PAD.encode(id.as_u128().to_be_bytes());
+    t.push_str(&mac);
+    t
+}
+
+/// The review token of elicitation `id`, from the server secret and its salt.
+pub fn review_token(secret: &[u8], salt: &str, id: ElicitationId) -> String {
+    with_id(id, mac(secret, salt, &id.to_string()))
 }
 
 /// The personal review token of named reviewer `reviewer` of elicitation `id` (the same
 /// derivation, over `id/reviewer`: distinct per reviewer, rebuilt from the salt at will).
-pub fn reviewer_token(secret: &[u8], salt: &str, id: &str, reviewer: &str) -> String {
-    review_token(secret, salt, &format!("{id}/{reviewer}"))
+pub fn reviewer_token(secret: &[u8], salt: &str, id: ElicitationId, reviewer: &str) -> String {
+    with_id(id, mac(secret, salt, &format!("{id}/{reviewer}")))
+}
+
+/// [`review_token`] of the first form (legacy records): the MAC alone.
+pub fn legacy_review_token(secret: &[u8], salt: &str, id: ElicitationId) -> String {
+    mac(secret, salt, &id.to_string())
+}
+
+/// [`reviewer_token`] of the first form (legacy records).
+pub fn legacy_reviewer_token(
+    secret: &[u8],
+    salt: &str,
+    id: ElicitationId,
+    reviewer: &str,
+) -> String {
+    mac(secret, salt, &format!("{id}/{reviewer}"))
+}
+
+/// Of two tokens for the same record, the one whose hash is `stored` (the form the record was
+/// made with); `current` when neither matches (the caller checks).
+pub fn matching(current: String, legacy: impl FnOnce() -> String, stored: &str) -> String {
+    if ct_eq(&token_hash(&current), stored) {
+        return current;
+    }
+    let legacy = legacy();
+    if ct_eq(&token_hash(&legacy), stored) {
+        legacy
+    } else {
+        current
+    }
+}
+
+/// What a string offered as a review token can be.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Shape {
+    /// The current form: the record it names (the MAC still has to match it).
+    Current(ElicitationId),
+    /// The first form: found through the review index, if at all.
+    Legacy,
+    /// Not a review token.
+    Invalid,
+}
+
+/// The [`Shape`] of `token` (cheap: before any lookup).
+pub fn shape(token: &str) -> Shape {
+    if !token
+        .bytes()
+        .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
+    {
+        return Shape::Invalid;
+    }
+    match token.len() {
+        LEGACY_REVIEW_TOKEN_LEN => Shape::Legacy,
+        REVIEW_TOKEN_LEN => {
+            let mut id = [0u8; 16];
+            match URL_SAFE_NO_PAD.decode_slice(&token.as_bytes()[..22], &mut id) {
+                Ok(16) => Shape::Current(ElicitationId::from_u128(u128::from_be_bytes(id))),
+                _ => Shape::Invalid,
+            }
+        }
+        _ => Shape::Invalid,
+    }
 }
 
 /// Hex SHA-256 of a token: what the store keeps and looks tokens up by.
@@ -52,14 +135,6 @@ pub fn token_hash(token: &str) -> String {
 /// Hex SHA-256 of arbitrary bytes (idempotency keys, request fingerprints).
 pub fn sha256_hex(data: &[u8]) -> String {
     hex(&Sha256::digest(data))
-}
-
-/// True when `token` has the shape of a review token (cheap pre-check before any lookup).
-pub fn looks_like_review_token(token: &str) -> bool {
-    token.len() == REVIEW_TOKEN_LEN
-        && token
-            .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
 }
 
 /// Constant-time string equality.
@@ -83,13 +158,47 @@ mod tests {
 
     #[test]
     fn tokens_are_deterministic_per_salt_and_distinct_otherwise() {
-        let a = review_token(b"k", "salt1", "id");
-        assert_eq!(a, review_token(b"k", "salt1", "id"));
-        assert_ne!(a, review_token(b"k", "salt2", "id"));
-        assert_ne!(a, review_token(b"other", "salt1", "id"));
-        assert!(looks_like_review_token(&a));
-        assert!(!looks_like_review_token("short"));
+        let id = ElicitationId::random();
+        let a = review_token(b"k", "salt1", id);
+        assert_eq!(a, review_token(b"k", "salt1", id));
+        assert_ne!(a, review_token(b"k", "salt2", id));
+        assert_ne!(a, review_token(b"other", "salt1", id));
+        assert_ne!(a, review_token(b"k", "salt1", ElicitationId::random()));
+        assert_ne!(a, reviewer_token(b"k", "salt1", id, "ana"));
+        assert_eq!(a.len(), REVIEW_TOKEN_LEN);
+        assert_eq!(shape(&a), Shape::Current(id));
+        assert_eq!(
+            shape(&reviewer_token(b"k", "s", id, "ana")),
+            Shape::Current(id)
+        );
+        // The first form: the same MAC without the id in front.
+        let legacy = legacy_review_token(b"k", "salt1", id);
+        assert_eq!(legacy.len(), LEGACY_REVIEW_TOKEN_LEN);
+        assert!(a.ends_with(&legacy));
+        assert_eq!(shape(&legacy), Shape::Legacy);
+        assert!(reviewer_token(b"k", "s", id, "ana")
+            .ends_with(&legacy_reviewer_token(b"k", "s", id, "ana")));
+        for bad in [
+            "short",
+            "",
+            &a[1..],
+            &format!("{a}x"),
+            &a.replace(&a[..1], "+"),
+        ] {
+            assert_eq!(shape(bad), Shape::Invalid, "{bad}");
+        }
         assert_eq!(token_hash(&a).len(), 64);
+    }
+
+    #[test]
+    fn the_stored_hash_picks_the_form() {
+        let id = ElicitationId::random();
+        let current = review_token(b"k", "s", id);
+        let legacy = legacy_review_token(b"k", "s", id);
+        let pick = |stored: &str| matching(current.clone(), || legacy.clone(), stored);
+        assert_eq!(pick(&token_hash(&current)), current);
+        assert_eq!(pick(&token_hash(&legacy)), legacy);
+        assert_eq!(pick("neither"), current);
     }
 
     #[test]

@@ -11,7 +11,7 @@ use serde_json::Value;
 use crate::{
     config::Config,
     kinds::Spec,
-    model::{human_time, rules::visible},
+    model::{human_time, rules::visible, ElicitationId},
     store::{Delivery, Notice},
     token,
 };
@@ -59,15 +59,26 @@ impl Content {
     /// The notification of `d` about the record `n`.
     pub fn new(config: &Config, d: &Delivery, n: &Notice) -> Result<Self, String> {
         let spec: Spec = serde_json::from_str(&n.spec_json).map_err(|e| e.to_string())?;
-        let token = token::review_token(&config.secret, &n.token_salt, &d.elicitation_id);
+        let id = ElicitationId::parse(&d.elicitation_id)
+            .ok_or_else(|| format!("bad elicitation id {:?}", d.elicitation_id))?;
+        let (secret, salt) = (&config.secret, &n.token_salt);
+        // Links in the form the record was made with (its stored token hashes tell).
+        let token = token::matching(
+            token::review_token(secret, salt, id),
+            || token::legacy_review_token(secret, salt, id),
+            &n.token_hash,
+        );
         let link = |t: &str| format!("{}/review/{t}", config.public_url);
         let reviewer_links = n
             .panel
             .iter()
             .flat_map(|p| &p.reviewers)
             .filter_map(|r| {
-                let t =
-                    token::reviewer_token(&config.secret, &n.token_salt, &d.elicitation_id, &r.id);
+                let t = token::matching(
+                    token::reviewer_token(secret, salt, id, &r.id),
+                    || token::legacy_reviewer_token(secret, salt, id, &r.id),
+                    &r.token_hash,
+                );
                 let name = visible(r.name.as_deref().unwrap_or(&r.id)).into_owned();
                 Some((r.email.as_ref()?.to_ascii_lowercase(), link(&t), name))
             })

@@ -25,6 +25,10 @@ impl ElicitationId {
     pub fn as_u128(self) -> u128 {
         self.0.as_u128()
     }
+    /// The id of that number (the inverse of [`as_u128`](Self::as_u128)).
+    pub fn from_u128(n: u128) -> Self {
+        ElicitationId(uuid::Uuid::from_u128(n))
+    }
     /// Parse the canonical hyphenated form; `None` for anything else.
     pub fn parse(s: &str) -> Option<Self> {
         if s.len() != 36 {

@@ -84,6 +84,7 @@ pub async fn build(config: Config) -> Result<Service, Box<dyn std::error::Error 
                     replica_acks: config.redis_replica_acks,
                     replica_timeout: config.redis_replica_timeout,
                     status_cache: config.status_cache_entries,
+                    legacy_records: config.legacy_records,
                 },
                 hub.clone(),
             )

@@ -69,12 +69,15 @@ fn parse_id(id: &str) -> Result<ElicitationId> {
     ElicitationId::parse(id).ok_or(Error::NotFound)
 }
 
-fn token_hash(review_token: &str) -> Result<String> {
-    if token::looks_like_review_token(review_token) {
-        Ok(token::token_hash(review_token))
-    } else {
-        Err(Error::NotFound)
-    }
+/// The record a review token names (tokens of the current form) and its hash; `not_found`
+/// for anything that is not a review token.
+fn token_hash(review_token: &str) -> Result<(Option<ElicitationId>, String)> {
+    let id = match token::shape(review_token) {
+        token::Shape::Current(id) => Some(id),
+        token::Shape::Legacy => None,
+        token::Shape::Invalid => return Err(Error::NotFound),
+    };
+    Ok((id, token::token_hash(review_token)))
 }
 
 fn decode<T: serde::de::DeserializeOwned>(what: &str, json: &str) -> Result<T> {
@@ -235,7 +238,12 @@ impl Service {
         }
         let id = ElicitationId::random();
         let salt = token::random_b64(16);
-        let review_token = token::review_token(&self.config.secret, &salt, &id.to_string());
+        let legacy = self.config.legacy_records;
+        let review_token = if legacy {
+            token::legacy_review_token(&self.config.secret, &salt, id)
+        } else {
+            token::review_token(&self.config.secret, &salt, id)
+        };
         let panel = panel_input.as_ref().map(|p| Panel {
             quorum: p.quorum,
             reviewers: p
@@ -245,12 +253,11 @@ impl Service {
                     id: r.id.clone(),
                     name: r.name.as_ref().map(|n| n.trim().to_string()),
                     email: r.email.clone(),
-                    token_hash: token::token_hash(&token::reviewer_token(
-                        &self.config.secret,
-                        &salt,
-                        &id.to_string(),
-                        &r.id,
-                    )),
+                    token_hash: token::token_hash(&if legacy {
+                        token::legacy_reviewer_token(&self.config.secret, &salt, id, &r.id)
+                    } else {
+                        token::reviewer_token(&self.config.secret, &salt, id, &r.id)
+                    }),
                 })
                 .collect(),
             votes: Vec::new(),
@@ -307,11 +314,13 @@ impl Service {
             metrics::counter!("elicitd_elicitations_created_total", "kind" => kind.as_str())
                 .increment(1);
         }
+        let secret = &self.config.secret;
         let review_token = if created.replayed {
-            let t = token::review_token(
-                &self.config.secret,
-                &created.token_salt,
-                &created.id.to_string(),
+            // The first create's link, in the form its record was made with.
+            let t = token::matching(
+                token::review_token(secret, &created.token_salt, created.id),
+                || token::legacy_review_token(secret, &created.token_salt, created.id),
+                &created.token_hash,
             );
             if !token::ct_eq(&token::token_hash(&t), &created.token_hash) {
                 // The first create used another ELICITD_SECRET: its link cannot be rebuilt.
@@ -329,11 +338,17 @@ impl Service {
                 .map(|r| ReviewerOut {
                     id: r.id.clone(),
                     review_url: (!links_by_notification).then(|| {
-                        self.review_url(&token::reviewer_token(
-                            &self.config.secret,
-                            &created.token_salt,
-                            &created.id.to_string(),
-                            &r.id,
+                        self.review_url(&token::matching(
+                            token::reviewer_token(secret, &created.token_salt, created.id, &r.id),
+                            || {
+                                token::legacy_reviewer_token(
+                                    secret,
+                                    &created.token_salt,
+                                    created.id,
+                                    &r.id,
+                                )
+                            },
+                            &r.token_hash,
                         ))
                     }),
                 })
@@ -695,8 +710,8 @@ impl Service {
         let r = refused(
             "review",
             async {
-                let hash = token_hash(review_token)?;
-                let rec = self.store.review(&hash).await?;
+                let (id, hash) = token_hash(review_token)?;
+                let rec = self.store.review(id, &hash).await?;
                 review_of(rec, hash)
             }
             .await,

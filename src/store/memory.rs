@@ -297,10 +297,14 @@ impl Store for MemoryStore {
         })
     }
 
-    async fn review(&self, token_hash: &str) -> Result<ReviewRecord> {
+    async fn review(&self, id: Option<ElicitationId>, token_hash: &str) -> Result<ReviewRecord> {
         let now = local_now_ms();
         let mut g = self.lock();
-        let id = *g.by_token.get(token_hash).ok_or(Error::NotFound)?;
+        // (`opens` below checks that the hash opens the record, whichever way it was found.)
+        let id = match id {
+            Some(id) => id,
+            None => *g.by_token.get(token_hash).ok_or(Error::NotFound)?,
+        };
         let r = live(&mut g, &id, self.retention_ms, now).ok_or(Error::NotFound)?;
         let reviewer = opens(r, token_hash)?;
         Ok(ReviewRecord {
@@ -642,6 +646,7 @@ impl Store for MemoryStore {
         Ok(g.records.get(&id).map(|r| Notice {
             spec_json: r.spec_json.clone(),
             token_salt: r.token_salt.clone(),
+            token_hash: r.token_hash.clone(),
             expires_ms: r.expires_ms,
             panel: r.panel.clone(),
             status: r.status.as_str().to_string(),

@@ -58,6 +58,8 @@ impl NotifyTarget {
 pub struct Notice {
     pub spec_json: String,
     pub token_salt: String,
+    /// `sha256` of the request's own token: which form its links take.
+    pub token_hash: String,
     pub expires_ms: i64,
     /// Named reviewers: each recipient's own link instead of the request's.
     pub panel: Option<Panel>,
@@ -424,8 +426,10 @@ pub trait Store: Send + Sync + 'static {
     async fn status_changed(&self, tenant: &Tenant, id: ElicitationId) -> Result<StatusView> {
         self.status(tenant, id).await
     }
-    /// Open a record by review-token hash (never changes state).
-    async fn review(&self, token_hash: &str) -> Result<ReviewRecord>;
+    /// Open a record by review-token hash (never changes state): the record `id` when the
+    /// token names it (only if the hash opens it), else the one the review index points at
+    /// (tokens of the first form).
+    async fn review(&self, id: Option<ElicitationId>, token_hash: &str) -> Result<ReviewRecord>;
     /// Record a reviewer decision, `pending` → submitted/declined, or say why not.
     async fn decide(
         &self,

@@ -366,6 +366,12 @@ impl Fixture {
         Self::build(kind, n, true, configure).await
     }
 
+    /// Like [`new`](Self::new) (shared Cluster and Sentinel topologies), with `configure`
+    /// applied to each replica's config in turn.
+    pub async fn with(kind: StoreKind, n: usize, configure: impl Fn(&mut Config)) -> Fixture {
+        Self::build(kind, n, false, configure).await
+    }
+
     async fn build(
         kind: StoreKind,
         n: usize,

@@ -21,5 +21,6 @@ mod review_page;
 mod reviewers;
 mod templates;
 mod topology_drills;
+mod upgrade;
 mod wake;
 mod webhooks;

@@ -433,42 +433,81 @@ async fn status_cache_is_emptied_by_a_reconnect() {
     }
 }
 
+/// A create writes its record (and, with an idempotency key, the claim): no review index and no
+/// audit list, whose `created` entry is the record itself. The list is made by the trail's next
+/// entry (a page view here), with the record's expiry. Legacy records (0.1's layout) also get
+/// the index and the list at once. Every key expires after the deadline plus the retention.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn keys_share_a_hash_tag_and_expire_after_retention() {
-    let f = Fixture::new(StoreKind::Redis, 1).await;
-    let redis = f.redis.as_ref().unwrap();
-    let api = f.acme();
-    let c = api
-        .create(
-            "approval",
-            json!({"message": "m", "context": 1, "expiresInSeconds": 100, "idempotencyKey": "k"}),
-        )
-        .await;
-    let keys = redis
-        .cli(&["--raw", "KEYS", &format!("{}:*", f.prefix)])
-        .unwrap();
-    let keys: Vec<&str> = keys.lines().collect();
-    assert_eq!(keys.len(), 4, "{keys:?}");
-    let k = elicitd::store::redis::keys::Keys::new(&f.prefix);
-    let record = k.record(elicitd::model::ElicitationId::parse(&c.id).unwrap());
-    assert!(keys.contains(&record.as_str()));
-    assert!(keys.contains(&format!("{record}:audit").as_str()));
-    let retention_ms = f.apps[0].service.config().retention.as_millis() as i64;
-    for key in &keys {
-        let pttl: i64 = redis.cli(&["PTTL", key]).unwrap().parse().unwrap();
-        let expected = 100_000 + retention_ms;
-        assert!(
-            (pttl - expected).abs() < 70_000,
-            "{key}: pttl {pttl} vs {expected}"
+    for legacy in [false, true] {
+        let f = Fixture::own(StoreKind::Redis, 1, |c| c.legacy_records = legacy).await;
+        let redis = f.redis.as_ref().unwrap();
+        let api = f.acme();
+        let c = api
+            .create(
+                "approval",
+                json!({"message": "m", "context": 1, "expiresInSeconds": 100, "idempotencyKey": "k"}),
+            )
+            .await;
+        let all_keys = || {
+            let keys = redis
+                .cli(&["--raw", "KEYS", &format!("{}:*", f.prefix)])
+                .unwrap();
+            let mut keys: Vec<String> = keys.lines().map(str::to_string).collect();
+            keys.sort();
+            keys
+        };
+        let k = elicitd::store::redis::keys::Keys::new(&f.prefix);
+        let id = elicitd::model::ElicitationId::parse(&c.id).unwrap();
+        let (record, audit) = (k.record(id), k.audit(id));
+        let keys = all_keys();
+        assert!(keys.contains(&record), "{keys:?}");
+        if legacy {
+            assert_eq!(
+                keys.len(),
+                4,
+                "record, audit, review index, claim: {keys:?}"
+            );
+            assert!(keys.contains(&audit));
+            assert_eq!(c.token.len(), 43, "legacy links: the MAC alone");
+            assert!(keys.contains(&k.review_index(&elicitd::token::token_hash(&c.token))));
+        } else {
+            assert_eq!(keys.len(), 2, "record and claim: {keys:?}");
+            assert_eq!(c.token.len(), 65, "links start with the id");
+        }
+        // A page view extends the trail: now there is a list, with the record's expiry.
+        assert_eq!(
+            crate::review_page::get_page(&api, &c.token).await.status,
+            200
+        );
+        let keys = all_keys();
+        assert!(keys.contains(&audit), "legacy {legacy}: {keys:?}");
+        let retention_ms = f.apps[0].service.config().retention.as_millis() as i64;
+        for key in &keys {
+            let pttl: i64 = redis.cli(&["PTTL", key]).unwrap().parse().unwrap();
+            let expected = 100_000 + retention_ms;
+            assert!(
+                (pttl - expected).abs() < 70_000,
+                "{key}: pttl {pttl} vs {expected}"
+            );
+        }
+        let trail = api.get(&format!("/v1/elicitations/{}/audit", c.id)).await;
+        assert_eq!(trail.status, 200, "{}", trail.body);
+        let types: Vec<&str> = trail.body["events"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|e| e["type"].as_str().unwrap())
+            .collect();
+        assert_eq!(types, ["created", "viewed"], "legacy {legacy}");
+        // The token is stored only as a hash.
+        let fields = redis.cli(&["--raw", "HGETALL", &record]).unwrap();
+        assert!(!fields.contains(&c.token), "raw review token stored");
+        assert_eq!(
+            redis.cli(&["HGET", &record, "status"]).as_deref(),
+            Some("pending")
         );
     }
-    // The token is stored only as a hash.
-    let all = redis.cli(&["--raw", "HGETALL", &record]).unwrap();
-    assert!(!all.contains(&c.token), "raw review token stored");
-    assert_eq!(
-        redis.cli(&["HGET", &record, "status"]).as_deref(),
-        Some("pending")
-    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -525,8 +564,8 @@ async fn redis_down_answers_503_promptly_and_recovers() {
     }
 }
 
-/// A review page post reads the request once: the token index `GET` and one read script,
-/// then the decide script. When the request was decided meanwhile, the page shows that
+/// A review page post reads the request once: one read script (the token names its record: no
+/// index lookup), then the decide script. When the request was decided meanwhile, the page shows that
 /// state without reading again — whether the read already saw it, or the decide script lost the
 /// race and answered with the state.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -554,7 +593,7 @@ async fn a_page_post_reads_the_request_once() {
     let s = stats();
     // Commands run inside scripts count too: read.lua runs one HMGET, decide.lua two (the
     // record, then its webhook target in the outbox step).
-    assert_eq!(calls(&s, "get"), 1, "one token lookup: {s:?}");
+    assert_eq!(calls(&s, "get"), 0, "no token index: {s:?}");
     assert_eq!(calls(&s, "evalsha"), 2, "read.lua + decide.lua: {s:?}");
     assert_eq!(calls(&s, "hmget"), 3, "{s:?}");
 
@@ -572,7 +611,7 @@ async fn a_page_post_reads_the_request_once() {
         page.html
     );
     let s = stats();
-    assert_eq!((calls(&s, "get"), calls(&s, "evalsha")), (1, 1), "{s:?}");
+    assert_eq!((calls(&s, "get"), calls(&s, "evalsha")), (0, 1), "{s:?}");
 
     // Decided between the read and the decide: the refusal carries the state.
     let service = &f.apps[0].service;
@@ -620,6 +659,7 @@ async fn a_re_sent_decide_answers_recorded_not_already_decided() {
         .cli(&["--raw", "HGET", &record, "token_hash"])
         .expect("token hash");
     let script = concat!(
+        include_str!("../../lua/audit.lua"),
         include_str!("../../lua/outbox.lua"),
         include_str!("../../lua/decide.lua")
     );
@@ -730,6 +770,7 @@ async fn concurrent_creates_share_calls_and_fail_alone() {
             replica_acks: 0,
             replica_timeout: Duration::from_secs(1),
             status_cache: 0,
+            legacy_records: false,
         },
         Hub::new(100),
     )
@@ -800,17 +841,20 @@ async fn concurrent_creates_share_calls_and_fail_alone() {
         let view = store.status(&tenant, *id).await.expect("readable");
         assert_eq!(view.status, Status::Pending);
         assert_eq!(view.created_ms, created.created_ms);
-        // The record, its audit list and its review index all carry an expiry.
-        for key in [
-            keys.record(*id),
-            keys.audit(*id),
-            keys.review_index(&format!("hash-{id}")),
-        ] {
-            let ttl: i64 = redis.cli(&["PTTL", &key]).unwrap().parse().unwrap();
-            assert!(ttl > 60_000, "{key}: {ttl}");
+        // One key: the record, with its expiry (no audit list, no review index).
+        let ttl: i64 = redis
+            .cli(&["PTTL", &keys.record(*id)])
+            .unwrap()
+            .parse()
+            .unwrap();
+        assert!(ttl > 60_000, "{id}: {ttl}");
+        for absent in [keys.audit(*id), keys.review_index(&format!("hash-{id}"))] {
+            assert_eq!(
+                redis.cli(&["EXISTS", &absent]).as_deref(),
+                Some("0"),
+                "{absent}"
+            );
         }
-        let audit = redis.cli(&["LRANGE", &keys.audit(*id), "0", "-1"]).unwrap();
-        assert!(audit.contains("created"), "{audit}");
     }
     assert_eq!(
         redis.cli(&["TYPE", &keys.record(bad)]).as_deref(),

@@ -85,19 +85,37 @@ macro_rules! with_outbox {
     };
 }
 
+/// A script that appends to audit trails: the audit functions (then the outbox's, for a
+/// transition), then the script.
+macro_rules! with_audit {
+    ($file:literal) => {
+        Script::from_lua(concat!(
+            include_str!("../../../lua/audit.lua"),
+            include_str!(concat!("../../../lua/", $file))
+        ))
+    };
+    (outbox, $file:literal) => {
+        Script::from_lua(concat!(
+            include_str!("../../../lua/audit.lua"),
+            include_str!("../../../lua/outbox.lua"),
+            include_str!(concat!("../../../lua/", $file))
+        ))
+    };
+}
+
 impl Scripts {
     fn new() -> Self {
         Scripts {
             create: with_outbox!("create.lua"),
-            decide: with_outbox!("decide.lua"),
-            cancel: with_outbox!("cancel.lua"),
-            consume: with_outbox!("consume.lua"),
-            view: Script::from_lua(include_str!("../../../lua/view.lua")),
+            decide: with_audit!(outbox, "decide.lua"),
+            cancel: with_audit!(outbox, "cancel.lua"),
+            consume: with_audit!(outbox, "consume.lua"),
+            view: with_audit!("view.lua"),
             ready: Script::from_lua(include_str!("../../../lua/ready.lua")),
             due: Script::from_lua(include_str!("../../../lua/due.lua")),
             expire: with_outbox!("expire.lua"),
             claim: Script::from_lua(include_str!("../../../lua/claim.lua")),
-            finish: Script::from_lua(include_str!("../../../lua/finish.lua")),
+            finish: with_audit!("finish.lua"),
             replay: Script::from_lua(include_str!("../../../lua/replay.lua")),
         }
     }
@@ -119,6 +137,9 @@ pub struct RedisSettings {
     /// Status reads each read batcher may cache (single Redis and Sentinel; 0 = none). See
     /// `batch.rs`, "Status cache".
     pub status_cache: usize,
+    /// Write new records in the 0.1 layout: review-index keys and the audit list at create
+    /// (`ELICITD_LEGACY_RECORDS`).
+    pub legacy_records: bool,
 }
 
 /// The Redis-backed store.
@@ -357,11 +378,13 @@ impl RedisStore {
     /// thread's create batcher (see [`create_batch`]).
     async fn create_record(&self, client: &Client, rec: &NewRecord) -> Result<(i64, i64)> {
         let ttl_ms = rec.expires_in_ms + self.retention_ms + 60_000;
-        // One round trip where the topology allows: on a single Redis the review index is
-        // written by create.lua itself; on a Cluster its keys live in other slots than the
-        // record's, so it is written first, on its own.
+        // Legacy records only (their links are found through it): the review index. One round
+        // trip where the topology allows: on a single Redis the index is written by create.lua
+        // itself; on a Cluster its keys live in other slots than the record's, so it is
+        // written first, on its own.
+        let legacy = self.settings.legacy_records;
         let inline_index = !client.is_clustered();
-        for hash in index_hashes(rec).filter(|_| !inline_index) {
+        for hash in index_hashes(rec).filter(|_| legacy && !inline_index) {
             let _: () = client
                 .set(
                     self.keys.review_index(hash),
@@ -375,7 +398,7 @@ impl RedisStore {
         }
         let shard = keys::shard_of(rec.id);
         let id = rec.id.to_string();
-        let index: Vec<&str> = if inline_index {
+        let index: Vec<&str> = if legacy && inline_index {
             index_hashes(rec).collect()
         } else {
             Vec::new()
@@ -401,7 +424,13 @@ impl RedisStore {
             agent_actor(&rec.tenant),
             id,
             index.len().to_string(),
-            if targets { "1" } else { "0" }.into(),
+            match (targets, legacy) {
+                (true, true) => "ta",
+                (true, false) => "t",
+                (false, true) => "a",
+                (false, false) => "",
+            }
+            .into(),
             ttl_ms.to_string(),
         ]);
         if targets {
@@ -709,17 +738,14 @@ impl Store for RedisStore {
             }
         }
         if let Some(d) = &self.durable {
-            let (index, record) = (
-                self.keys
-                    .review_index(index_hashes(&rec).next().unwrap_or(&rec.token_hash)),
-                self.keys.record(rec.id),
-            );
-            let extra: Vec<String> = index_hashes(&rec)
-                .skip(1)
+            let record = self.keys.record(rec.id);
+            // Legacy records: their review-index keys too (their own slots on a Cluster).
+            let index: Vec<String> = index_hashes(&rec)
+                .filter(|_| self.settings.legacy_records)
                 .map(|h| self.keys.review_index(h))
                 .collect();
-            let mut written = vec![index.as_str(), record.as_str()];
-            written.extend(extra.iter().map(String::as_str));
+            let mut written = vec![record.as_str()];
+            written.extend(index.iter().map(String::as_str));
             if let Some((key, _)) = &idem_key {
                 written.push(key);
             }
@@ -745,18 +771,24 @@ impl Store for RedisStore {
         self.status_view(tenant, id, false).await
     }
 
-    async fn review(&self, token_hash: &str) -> Result<ReviewRecord> {
-        let id: Option<String> = self
-            .client()?
-            .get(self.keys.review_index(token_hash))
-            .await
-            .map_err(map_err)?;
-        let id = id
-            .as_deref()
-            .and_then(ElicitationId::parse)
-            .ok_or(Error::NotFound)?;
+    async fn review(&self, id: Option<ElicitationId>, token_hash: &str) -> Result<ReviewRecord> {
+        let id = match id {
+            Some(id) => id,
+            // A token of the first form: the review index knows its record.
+            None => {
+                let id: Option<String> = self
+                    .client()?
+                    .get(self.keys.review_index(token_hash))
+                    .await
+                    .map_err(map_err)?;
+                id.as_deref()
+                    .and_then(ElicitationId::parse)
+                    .ok_or(Error::NotFound)?
+            }
+        };
         let (now, mut row) = self.load("review", id, codec::REVIEW, false).await?;
-        // Named reviewers' tokens replace the request's own (which is indexed nowhere then).
+        // The token must be the record's own — or, with named reviewers, one of theirs (which
+        // replace the request's own).
         let panel = panel_of(row.take("panel"))?;
         let reviewer = match &panel {
             Some(p) => Some(p.reviewer_of(token_hash).ok_or(Error::NotFound)?.id.clone()),
@@ -887,7 +919,7 @@ impl Store for RedisStore {
         let _: () = fred::interfaces::HashesInterface::hmget(
             &p,
             self.keys.record(id),
-            vec!["tenant", "fetches"],
+            vec!["tenant", "fetches", "created_ms"],
         )
         .await
         .map_err(map_err)?;
@@ -905,10 +937,25 @@ impl Store for RedisStore {
             .and_then(|f| f.as_deref())
             .and_then(|f| f.parse().ok())
             .unwrap_or(0);
-        let events = events
+        let mut events = events
             .iter()
             .map(|e| serde_json::from_str(e).map_err(Error::internal))
             .collect::<Result<Vec<AuditEvent>>>()?;
+        // The trail starts with `created`: the record itself, unless a legacy record's list
+        // holds it (lua/audit.lua).
+        if events.first().is_none_or(|e| e.kind != "created") {
+            let created_ms = codec::int(fields.get(2).and_then(|f| f.as_deref()))?;
+            events.insert(
+                0,
+                AuditEvent {
+                    kind: "created".into(),
+                    at: created_ms,
+                    actor: agent_actor(tenant),
+                    decision: None,
+                    delivery: None,
+                },
+            );
+        }
         Ok((events, fetches))
     }
 
@@ -1034,6 +1081,7 @@ impl Store for RedisStore {
                     self.keys.due(shard),
                     self.keys.delivery(shard, &delivery.id),
                     self.keys.audit(id),
+                    self.keys.record(id),
                 ],
                 vec![
                     delivery.lease.clone().unwrap_or_default(),
@@ -1130,7 +1178,14 @@ impl Store for RedisStore {
         let f: Vec<Option<String>> = fred::interfaces::HashesInterface::hmget(
             &self.client()?,
             self.keys.record(id),
-            vec!["spec", "token_salt", "expires_ms", "panel", "status"],
+            vec![
+                "spec",
+                "token_salt",
+                "expires_ms",
+                "panel",
+                "status",
+                "token_hash",
+            ],
         )
         .await
         .map_err(map_err)?;
@@ -1143,6 +1198,7 @@ impl Store for RedisStore {
                     expires_ms: codec::int(Some(exp.as_str()))?,
                     panel: panel_of(f.next().flatten())?,
                     status: f.next().flatten().unwrap_or_default(),
+                    token_hash: f.next().flatten().unwrap_or_default(),
                 }),
                 _ => None,
             },
