@@ -37,8 +37,10 @@ if want status-wrk || want baseline; then
   read -r swrk sbase < <(python3 - "$OUT/baseline/summary.txt" <<'PY'
 import re, statistics, sys
 t = open(sys.argv[1]).read()
-r1 = [float(x) for x in re.findall(r"status/healthz (\d\.\d+)", t)]
-r2 = [float(x) for x in re.findall(r"elicitd/baseline status (\d\.\d+)", t)]
+# This build's rounds only (with BEFORE= each round also has a "before:" line).
+rows = [l for l in t.splitlines() if l.startswith("round ")]
+r1 = [float(x) for l in rows for x in re.findall(r"status/healthz (\d\.\d+)", l)]
+r2 = [float(x) for l in rows for x in re.findall(r"elicitd/baseline status (\d\.\d+)", l)]
 print(statistics.median(r1), statistics.median(r2))
 PY
 )
