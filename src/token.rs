@@ -10,8 +10,9 @@
 //! storing the token.
 //!
 //! Records written in the legacy layout (`ELICITD_LEGACY_RECORDS`, and every record made before
-//! it existed) have tokens of the first form, the MAC alone, found through the review index:
-//! [`legacy_review_token`]. Both forms are always accepted.
+//! it existed) have tokens of the first form, the MAC alone, found through the review index
+//! ([`Form::Legacy`]). Both forms are always accepted; [`rebuild`] makes a record's links in its
+//! own form.
 
 use base64::{engine::general_purpose::URL_SAFE_NO_PAD, Engine};
 use hmac::{Hmac, Mac};
@@ -49,45 +50,53 @@ fn mac(secret: &[u8], salt: &str, subject: &str) -> String {
     URL_SAFE_NO_PAD.encode(mac.finalize().into_bytes())
 }
 
-fn with_id(id: ElicitationId, mac: String) -> String {
-    let mut t = URL_SAFE_NO_PAD.encode(id.as_u128().to_be_bytes());
-    t.push_str(&mac);
-    t
-}
-
-/// The review token of elicitation `id`, from the server secret and its salt.
-pub fn review_token(secret: &[u8], salt: &str, id: ElicitationId) -> String {
-    with_id(id, mac(secret, salt, &id.to_string()))
-}
-
-/// The personal review token of named reviewer `reviewer` of elicitation `id` (the same
-/// derivation, over `id/reviewer`: distinct per reviewer, rebuilt from the salt at will).
-pub fn reviewer_token(secret: &[u8], salt: &str, id: ElicitationId, reviewer: &str) -> String {
-    with_id(id, mac(secret, salt, &format!("{id}/{reviewer}")))
-}
-
-/// [`review_token`] of the first form (legacy records): the MAC alone.
-pub fn legacy_review_token(secret: &[u8], salt: &str, id: ElicitationId) -> String {
-    mac(secret, salt, &id.to_string())
-}
-
-/// [`reviewer_token`] of the first form (legacy records).
-pub fn legacy_reviewer_token(
+/// The review token of elicitation `id` — or, with `reviewer`, that named reviewer's personal
+/// token (the same derivation over `id/reviewer`: distinct per reviewer) — from the server secret
+/// and the record's salt, in the current form or the first ([`Form::Legacy`]: the MAC alone).
+pub fn review_token(
     secret: &[u8],
     salt: &str,
     id: ElicitationId,
-    reviewer: &str,
+    reviewer: Option<&str>,
+    form: Form,
 ) -> String {
-    mac(secret, salt, &format!("{id}/{reviewer}"))
+    let mac = match reviewer {
+        None => mac(secret, salt, &id.to_string()),
+        Some(r) => mac(secret, salt, &format!("{id}/{r}")),
+    };
+    match form {
+        Form::Legacy => mac,
+        Form::Current => {
+            let mut t = URL_SAFE_NO_PAD.encode(id.as_u128().to_be_bytes());
+            t.push_str(&mac);
+            t
+        }
+    }
 }
 
-/// Of two tokens for the same record, the one whose hash is `stored` (the form the record was
-/// made with); `current` when neither matches (the caller checks).
-pub fn matching(current: String, legacy: impl FnOnce() -> String, stored: &str) -> String {
+/// The two forms of a review token.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Form {
+    /// The id, then the MAC.
+    Current,
+    /// The MAC alone (records in elicitd 0.1's layout).
+    Legacy,
+}
+
+/// [`review_token`] rebuilt for an existing record, in the form it was made with: the one whose
+/// hash is `stored` (the current form when neither matches; the caller checks).
+pub fn rebuild(
+    secret: &[u8],
+    salt: &str,
+    id: ElicitationId,
+    reviewer: Option<&str>,
+    stored: &str,
+) -> String {
+    let current = review_token(secret, salt, id, reviewer, Form::Current);
     if ct_eq(&token_hash(&current), stored) {
         return current;
     }
-    let legacy = legacy();
+    let legacy = review_token(secret, salt, id, reviewer, Form::Legacy);
     if ct_eq(&token_hash(&legacy), stored) {
         legacy
     } else {
@@ -158,26 +167,35 @@ mod tests {
 
     #[test]
     fn tokens_are_deterministic_per_salt_and_distinct_otherwise() {
+        use Form::*;
         let id = ElicitationId::random();
-        let a = review_token(b"k", "salt1", id);
-        assert_eq!(a, review_token(b"k", "salt1", id));
-        assert_ne!(a, review_token(b"k", "salt2", id));
-        assert_ne!(a, review_token(b"other", "salt1", id));
-        assert_ne!(a, review_token(b"k", "salt1", ElicitationId::random()));
-        assert_ne!(a, reviewer_token(b"k", "salt1", id, "ana"));
+        let t = |secret: &[u8], salt: &str, id, reviewer, form| {
+            review_token(secret, salt, id, reviewer, form)
+        };
+        let a = t(b"k", "salt1", id, None, Current);
+        assert_eq!(a, t(b"k", "salt1", id, None, Current));
+        assert_ne!(a, t(b"k", "salt2", id, None, Current));
+        assert_ne!(a, t(b"other", "salt1", id, None, Current));
+        assert_ne!(a, t(b"k", "salt1", ElicitationId::random(), None, Current));
+        assert_ne!(a, t(b"k", "salt1", id, Some("ana"), Current));
         assert_eq!(a.len(), REVIEW_TOKEN_LEN);
         assert_eq!(shape(&a), Shape::Current(id));
         assert_eq!(
-            shape(&reviewer_token(b"k", "s", id, "ana")),
+            shape(&t(b"k", "s", id, Some("ana"), Current)),
             Shape::Current(id)
         );
         // The first form: the same MAC without the id in front.
-        let legacy = legacy_review_token(b"k", "salt1", id);
+        let legacy = t(b"k", "salt1", id, None, Legacy);
         assert_eq!(legacy.len(), LEGACY_REVIEW_TOKEN_LEN);
         assert!(a.ends_with(&legacy));
         assert_eq!(shape(&legacy), Shape::Legacy);
-        assert!(reviewer_token(b"k", "s", id, "ana")
-            .ends_with(&legacy_reviewer_token(b"k", "s", id, "ana")));
+        assert!(t(b"k", "s", id, Some("ana"), Current).ends_with(&t(
+            b"k",
+            "s",
+            id,
+            Some("ana"),
+            Legacy
+        )));
         for bad in [
             "short",
             "",
@@ -193,12 +211,14 @@ mod tests {
     #[test]
     fn the_stored_hash_picks_the_form() {
         let id = ElicitationId::random();
-        let current = review_token(b"k", "s", id);
-        let legacy = legacy_review_token(b"k", "s", id);
-        let pick = |stored: &str| matching(current.clone(), || legacy.clone(), stored);
-        assert_eq!(pick(&token_hash(&current)), current);
-        assert_eq!(pick(&token_hash(&legacy)), legacy);
-        assert_eq!(pick("neither"), current);
+        for reviewer in [None, Some("ana")] {
+            let current = review_token(b"k", "s", id, reviewer, Form::Current);
+            let legacy = review_token(b"k", "s", id, reviewer, Form::Legacy);
+            let pick = |stored: &str| rebuild(b"k", "s", id, reviewer, stored);
+            assert_eq!(pick(&token_hash(&current)), current);
+            assert_eq!(pick(&token_hash(&legacy)), legacy);
+            assert_eq!(pick("neither"), current);
+        }
     }
 
     #[test]

@@ -63,22 +63,14 @@ impl Content {
             .ok_or_else(|| format!("bad elicitation id {:?}", d.elicitation_id))?;
         let (secret, salt) = (&config.secret, &n.token_salt);
         // Links in the form the record was made with (its stored token hashes tell).
-        let token = token::matching(
-            token::review_token(secret, salt, id),
-            || token::legacy_review_token(secret, salt, id),
-            &n.token_hash,
-        );
+        let token = token::rebuild(secret, salt, id, None, &n.token_hash);
         let link = |t: &str| format!("{}/review/{t}", config.public_url);
         let reviewer_links = n
             .panel
             .iter()
             .flat_map(|p| &p.reviewers)
             .filter_map(|r| {
-                let t = token::matching(
-                    token::reviewer_token(secret, salt, id, &r.id),
-                    || token::legacy_reviewer_token(secret, salt, id, &r.id),
-                    &r.token_hash,
-                );
+                let t = token::rebuild(secret, salt, id, Some(&r.id), &r.token_hash);
                 let name = visible(r.name.as_deref().unwrap_or(&r.id)).into_owned();
                 Some((r.email.as_ref()?.to_ascii_lowercase(), link(&t), name))
             })

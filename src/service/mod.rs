@@ -238,12 +238,12 @@ impl Service {
         }
         let id = ElicitationId::random();
         let salt = token::random_b64(16);
-        let legacy = self.config.legacy_records;
-        let review_token = if legacy {
-            token::legacy_review_token(&self.config.secret, &salt, id)
+        let form = if self.config.legacy_records {
+            token::Form::Legacy
         } else {
-            token::review_token(&self.config.secret, &salt, id)
+            token::Form::Current
         };
+        let review_token = token::review_token(&self.config.secret, &salt, id, None, form);
         let panel = panel_input.as_ref().map(|p| Panel {
             quorum: p.quorum,
             reviewers: p
@@ -253,11 +253,13 @@ impl Service {
                     id: r.id.clone(),
                     name: r.name.as_ref().map(|n| n.trim().to_string()),
                     email: r.email.clone(),
-                    token_hash: token::token_hash(&if legacy {
-                        token::legacy_reviewer_token(&self.config.secret, &salt, id, &r.id)
-                    } else {
-                        token::reviewer_token(&self.config.secret, &salt, id, &r.id)
-                    }),
+                    token_hash: token::token_hash(&token::review_token(
+                        &self.config.secret,
+                        &salt,
+                        id,
+                        Some(&r.id),
+                        form,
+                    )),
                 })
                 .collect(),
             votes: Vec::new(),
@@ -317,9 +319,11 @@ impl Service {
         let secret = &self.config.secret;
         let review_token = if created.replayed {
             // The first create's link, in the form its record was made with.
-            let t = token::matching(
-                token::review_token(secret, &created.token_salt, created.id),
-                || token::legacy_review_token(secret, &created.token_salt, created.id),
+            let t = token::rebuild(
+                secret,
+                &created.token_salt,
+                created.id,
+                None,
                 &created.token_hash,
             );
             if !token::ct_eq(&token::token_hash(&t), &created.token_hash) {
@@ -338,16 +342,11 @@ impl Service {
                 .map(|r| ReviewerOut {
                     id: r.id.clone(),
                     review_url: (!links_by_notification).then(|| {
-                        self.review_url(&token::matching(
-                            token::reviewer_token(secret, &created.token_salt, created.id, &r.id),
-                            || {
-                                token::legacy_reviewer_token(
-                                    secret,
-                                    &created.token_salt,
-                                    created.id,
-                                    &r.id,
-                                )
-                            },
+                        self.review_url(&token::rebuild(
+                            secret,
+                            &created.token_salt,
+                            created.id,
+                            Some(&r.id),
                             &r.token_hash,
                         ))
                     }),
