@@ -16,6 +16,7 @@ if [ -z "${BIN:-}" ]; then
   cargo build --release --locked -p elicitd -p elicitd-loadtest >&2 || exit 1
 fi
 source .ci/lib.sh
+source loadtest/bench-lib.sh
 BIN=${BIN:-"$(target_dir)/release"}
 BEFORE=${BEFORE:-}
 OUT=${OUT:-/tmp/bench-baseline}; rm -rf "$OUT"; mkdir -p "$OUT"
@@ -36,35 +37,11 @@ trap 'kill $EPID $OPID $BPID $RPID 2>/dev/null; wait $EPID $OPID $BPID $RPID 2>/
 PORTS="$EP $BP"; [ -n "$BEFORE" ] && PORTS="$PORTS $OP"
 for p in $PORTS; do for _ in $(seq 100); do curl -sf http://127.0.0.1:$p/healthz >/dev/null && break; sleep 0.1; done; done
 IDS=${IDS:-1000}
-python3 - "$EP" "$KEY" "$IDS" > "$OUT/ids.txt" <<'PY' || { echo "bench-baseline: seeding failed" >&2; exit 1; }
-import http.client, json, sys
-port, key, n = int(sys.argv[1]), sys.argv[2], int(sys.argv[3])
-c = http.client.HTTPConnection("127.0.0.1", port)
-body = json.dumps({"message": "bench", "context": {"n": 1}, "expiresInSeconds": 86400})
-for _ in range(n):
-    c.request("POST", "/v1/approvals", body, {"Authorization": f"Bearer {key}", "Content-Type": "application/json"})
-    r = c.getresponse()
-    assert r.status == 201, r.status
-    print(json.loads(r.read())["elicitationId"])
-PY
+seed_ids "$EP" "$KEY" "$IDS" > "$OUT/ids.txt" || { echo "bench-baseline: seeding failed" >&2; exit 1; }
 ID=$(head -1 "$OUT/ids.txt")
 curl -sf http://127.0.0.1:$BP/v1/elicitations/$ID >/dev/null || { echo "baseline cannot read $ID" >&2; exit 1; }
-# wrk polls the ids round-robin. The requests are formatted once, in init (after -H is
-# applied): wrk's own CPU per request is part of what the two cores spend, and formatting each
-# request anew cost wrk ~1.5 µs per poll, as much for the baseline as for elicitd.
-cat > "$OUT/ids.lua" <<LUA
-local reqs = {}
-init = function(args)
-  for line in io.lines("$OUT/ids.txt") do
-    reqs[#reqs + 1] = wrk.format("GET", "/v1/elicitations/" .. line)
-  end
-end
-local i = 0
-request = function()
-  i = i % #reqs + 1
-  return reqs[i]
-end
-LUA
+# wrk polls the ids round-robin.
+ids_lua "$OUT/ids.txt" > "$OUT/ids.lua"
 ticks() { awk '{print $14+$15}' /proc/$1/stat; }
 HZ=$(getconf CLK_TCK)
 # run <server pid> <wrk args...>: prints "rps server_us redis_us wrk_us" (CPU µs per request).

@@ -17,6 +17,7 @@ if [ -z "${BIN:-}" ]; then
   cargo build --release --locked -p elicitd -p elicitd-loadtest >&2 || exit 1
 fi
 source .ci/lib.sh
+source loadtest/bench-lib.sh
 BIN=${BIN:-"$(target_dir)/release"}
 # The load tool of BIN drives every build, so both see the same client.
 LT="$BIN/elicitd-loadtest"
@@ -51,30 +52,8 @@ one() {
   else
     # Seeded before counting (1000 pending approvals), then wrk polls them round-robin, as
     # bench-baseline.sh does.
-    python3 - "$ap" "$KEY" 1000 > "$dir/ids.txt" <<'PY'
-import http.client, json, sys
-port, key, n = int(sys.argv[1]), sys.argv[2], int(sys.argv[3])
-c = http.client.HTTPConnection("127.0.0.1", port)
-body = json.dumps({"message": "bench", "context": {"n": 1}, "expiresInSeconds": 86400})
-for _ in range(n):
-    c.request("POST", "/v1/approvals", body, {"Authorization": f"Bearer {key}", "Content-Type": "application/json"})
-    r = c.getresponse()
-    assert r.status == 201, r.status
-    print(json.loads(r.read())["elicitationId"])
-PY
-    cat > "$dir/ids.lua" <<LUA
-local reqs = {}
-init = function(args)
-  for line in io.lines("$dir/ids.txt") do
-    reqs[#reqs + 1] = wrk.format("GET", "/v1/elicitations/" .. line)
-  end
-end
-local i = 0
-request = function()
-  i = i % #reqs + 1
-  return reqs[i]
-end
-LUA
+    seed_ids "$ap" "$KEY" 1000 > "$dir/ids.txt"
+    ids_lua "$dir/ids.txt" > "$dir/ids.lua"
     local target=(-s "$dir/ids.lua" -H "Authorization: Bearer $KEY" "http://127.0.0.1:$ap/")
     [ "$sc" = healthz ] && target=("http://127.0.0.1:$ap/healthz")
     wrk -t1 -c"$C" -d2s "${target[@]}" > /dev/null 2>&1

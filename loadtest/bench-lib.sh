@@ -1,5 +1,5 @@
-# Shared by the bench-*.sh scripts that start their own Redis topologies (sourced, not run).
-# Needs OUT (report directory) and a PIDS array (killed on exit by the caller's trap).
+# Shared by the bench-*.sh scripts (sourced, not run). `redis` and `cluster` need OUT (report
+# directory) and a PIDS array (killed on exit by the caller's trap).
 
 # redis <port> [redis-server args...]: start one server in $OUT/redis-<port>, wait for PING.
 redis() {
@@ -31,4 +31,39 @@ cluster() {
   local nodes
   nodes=$(printf '&node=127.0.0.1:%s' "${@:2}")
   CLUSTER_URL="redis-cluster://127.0.0.1:$1?${nodes#&}"
+}
+
+# seed_ids <port> <api key> <n>: create n pending approvals on the replica at 127.0.0.1:<port>
+# and print their ids, one per line.
+seed_ids() {
+  python3 - "$1" "$2" "$3" <<'PY'
+import http.client, json, sys
+port, key, n = int(sys.argv[1]), sys.argv[2], int(sys.argv[3])
+c = http.client.HTTPConnection("127.0.0.1", port)
+body = json.dumps({"message": "bench", "context": {"n": 1}, "expiresInSeconds": 86400})
+for _ in range(n):
+    c.request("POST", "/v1/approvals", body, {"Authorization": f"Bearer {key}", "Content-Type": "application/json"})
+    r = c.getresponse()
+    assert r.status == 201, r.status
+    print(json.loads(r.read())["elicitationId"])
+PY
+}
+
+# ids_lua <ids file>: a wrk script polling those ids round-robin. The requests are formatted
+# once, in init (after -H is applied): wrk's own CPU per request is part of what the machine
+# spends, and formatting each request anew cost wrk ~1.5 µs per poll.
+ids_lua() {
+  cat <<LUA
+local reqs = {}
+init = function(args)
+  for line in io.lines("$1") do
+    reqs[#reqs + 1] = wrk.format("GET", "/v1/elicitations/" .. line)
+  end
+end
+local i = 0
+request = function()
+  i = i % #reqs + 1
+  return reqs[i]
+end
+LUA
 }
